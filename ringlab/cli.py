@@ -1,0 +1,42 @@
+"""The ``ringlab`` command line: one subcommand per module in :mod:`ringlab.commands`.
+
+Each subcommand module exposes ``main(argv: list[str]) -> int`` with its own argparse
+parser, and is imported only when its subcommand runs, so ``ringlab --help`` stays fast
+and needs neither torch nor matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> (module implementing it, one-line summary)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "verify": ("ringlab.commands.verify", "run a collective in the simulator and check results and bytes"),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: ringlab <command> [options]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in sorted(COMMANDS.items())]
+    lines += ["", "Run 'ringlab <command> --help' for the options of one command."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``argv`` (default ``sys.argv[1:]``) to a subcommand; return its exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"ringlab: unknown command {name!r}; choose one of: {', '.join(sorted(COMMANDS))}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
