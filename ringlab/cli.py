@@ -12,6 +12,8 @@ import sys
 
 # name -> (module implementing it, one-line summary)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "calc": ("ringlab.commands.calc", "capacity calculators: KV cache, gradient traffic, ... (ringlab calc --help)"),
+    "gpumon": ("ringlab.commands.gpumon", "append per-GPU utilization and memory to a CSV log (nvidia-smi or NVML)"),
     "verify": ("ringlab.commands.verify", "run a collective in the simulator and check results and bytes"),
 }
 

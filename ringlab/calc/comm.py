@@ -1,0 +1,287 @@
+"""Gradient-synchronisation traffic and model-state memory of DDP, ZeRO-1/2/3 and FSDP per GPU.
+
+API
+---
+``STRATEGIES``               accepted strategy names (``zero3`` is an alias of ``fsdp_full_shard``)
+``grad_comm_bytes(strategy, n_params, world_size, dtype="bf16", gpus_per_node=None,
+                  grad_accum_steps=1, reshard_after_forward=None, no_sync=True,
+                  optimizer_bytes_per_param=12)``  -> ``GradComm``
+``GradComm.bytes_sent_per_rank`` int; ``.breakdown`` tuple of ``CollectiveCall``; ``.memory``
+``ModelStateMemory``; ``.time(link, inter_node_link=None)`` seconds; ``.summary()`` text
+``ring_bytes_per_rank(collective, numel, world_size, itemsize)``  busiest rank's bytes for one ring collective
+``bus_bandwidth(collective, message_bytes, seconds, world_size)``  nccl-tests' busbw
+
+Conventions
+-----------
+- M = ``n_params x bytes(dtype)``, the bytes of one full copy of the parameters (= of the gradients).
+- Ring collectives over N ranks (Patarasuk & Yuan 2009; nccl-tests' PERFORMANCE.md): each rank
+  sends ``2(N-1)/N x M`` for all_reduce and ``(N-1)/N x M`` for reduce_scatter and all_gather.
+  Counts are exact integers. When N does not divide ``n_params`` the message is chunked like
+  ``numpy.array_split`` (first ``n % N`` chunks one element longer) and the **busiest rank** is
+  reported: reduce_scatter/all_gather send all but one smallest chunk; all_reduce skips two
+  cyclically adjacent chunks (ringlab's rotation), the smallest such pair.
+- Per optimizer step with ``grad_accum_steps = K`` micro-batches:
+  ``ddp``              all_reduce of gradients in backward; once per step with ``no_sync`` (the
+                       first K-1 backward passes skip it), K times without.
+  ``zero1``            reduce_scatter of gradients + all_gather of updated parameters after the step
+                       (ZeRO paper sec. 7.1: same 2(N-1)/N M as DDP); gradients accumulate unsharded.
+  ``zero2``            same two collectives, but gradients are partitioned, so the reduce_scatter
+                       runs in every micro-batch's backward (DeepSpeed stage 2 reduces each micro-step).
+  ``fsdp_shard_grad_op`` all_gather in forward (parameters stay unsharded until after backward) +
+                       reduce_scatter in backward: 2(N-1)/N M per micro-batch.
+  ``fsdp_full_shard``  all_gather in forward, all_gather again in backward (parameters were
+  (= ``zero3``)        resharded after forward), reduce_scatter of gradients: 3(N-1)/N M = 1.5x DDP
+                       (ZeRO paper sec. 7.2.2). Parameters are gathered in **every** micro-batch.
+  ``hybrid_shard``     FULL_SHARD inside each node of ``gpus_per_node`` = G ranks, replicas across
+                       the R = N/G nodes: intra-node AG, AG, RS of M, then an inter-node all_reduce
+                       of the M/G gradient shard.
+  For the FSDP strategies ``no_sync`` skips the gradient reduce_scatter in the first K-1
+  micro-batches (FSDP's ``no_sync()``), at the memory cost of unsharded gradients.
+- Memory (ZeRO paper sec. 3 and 5, mixed-precision Adam): 2 B/param parameters, 2 B/param
+  gradients (``dtype``), 12 B/param optimizer states (fp32 master weights, momentum, variance;
+  ``optimizer_bytes_per_param``). A shard is ``ceil(n_params / N)`` elements (FSDP pads flat
+  parameters to a multiple of N). FULL_SHARD's one unsharded unit in flight is not counted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+
+from ringlab.calc.units import canonical_dtype, dtype_bytes, format_bytes, positive_int
+
+STRATEGIES = ("ddp", "zero1", "zero2", "fsdp_shard_grad_op", "fsdp_full_shard", "zero3", "hybrid_shard")
+_ALIASES = {"zero3": "fsdp_full_shard", "full_shard": "fsdp_full_shard", "shard_grad_op": "fsdp_shard_grad_op",
+            "fsdp": "fsdp_full_shard"}
+_COLLECTIVE_FACTOR = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}  # x (N-1)/N x M per rank
+
+
+def ring_bytes_per_rank(collective: str, numel: int, world_size: int, itemsize: int) -> int:
+    """Bytes sent by the busiest rank in one ring ``collective`` of ``numel`` elements.
+
+    ``(N-1) x numel x itemsize / N`` for reduce_scatter / all_gather and twice that for all_reduce
+    when N divides numel; otherwise the ``numpy.array_split`` chunking described in the module
+    docstring. 0 when ``world_size == 1``. Raises ValueError for an unknown collective.
+    """
+    if collective not in _COLLECTIVE_FACTOR:
+        raise ValueError(f"collective must be one of {', '.join(_COLLECTIVE_FACTOR)}, got {collective!r}")
+    n = world_size
+    if n == 1:
+        return 0
+    q, rem = divmod(numel, n)  # chunk sizes: q+1 (rem of them), then q
+    if collective != "all_reduce":
+        return itemsize * (numel - q)
+    smallest_adjacent_pair = 2 * q if n - rem >= 2 else 2 * q + 1
+    return itemsize * (2 * numel - smallest_adjacent_pair)
+
+
+def bus_bandwidth(collective: str, message_bytes: float, seconds: float, world_size: int) -> float:
+    """nccl-tests' bus bandwidth (bytes/s): algbw = message_bytes / seconds, times 2(N-1)/N for
+    all_reduce and (N-1)/N for reduce_scatter / all_gather (PERFORMANCE.md of nccl-tests), so a
+    ring running at link speed shows busbw = link bandwidth whatever N is."""
+    if collective not in _COLLECTIVE_FACTOR:
+        raise ValueError(f"collective must be one of {', '.join(_COLLECTIVE_FACTOR)}, got {collective!r}")
+    if seconds <= 0:
+        raise ValueError(f"seconds must be positive, got {seconds}")
+    return message_bytes / seconds * _COLLECTIVE_FACTOR[collective] * (world_size - 1) / world_size
+
+
+@dataclass(frozen=True)
+class CollectiveCall:
+    """One kind of collective in a step: ``count`` calls of ``collective`` in ``phase`` ("forward",
+    "backward" or "step") over a group of ``group_size`` ranks (``group``: "world", "intra-node",
+    "inter-node"), each on ``message_bytes``; ``bytes_sent`` per rank summed over the calls."""
+
+    collective: str
+    phase: str
+    group: str
+    group_size: int
+    count: int
+    message_bytes: int
+    bytes_sent: int
+
+    @property
+    def ring_steps(self) -> int:
+        """Sequential ring steps over all calls: (N-1) per RS/AG, 2(N-1) per all_reduce."""
+        return self.count * _COLLECTIVE_FACTOR[self.collective] * (self.group_size - 1)
+
+
+@dataclass(frozen=True)
+class ModelStateMemory:
+    """Per-GPU bytes of parameters, gradients and optimizer states (ints)."""
+
+    params: int
+    grads: int
+    optimizer_states: int
+
+    @property
+    def total(self) -> int:
+        return self.params + self.grads + self.optimizer_states
+
+
+@dataclass(frozen=True)
+class GradComm:
+    """Result of ``grad_comm_bytes``: traffic per rank per optimizer step and per-GPU memory."""
+
+    strategy: str
+    n_params: int
+    world_size: int
+    dtype: str
+    grad_accum_steps: int
+    message_bytes: int
+    breakdown: tuple[CollectiveCall, ...]
+    memory: ModelStateMemory
+    notes: tuple[str, ...] = ()
+
+    @property
+    def bytes_sent_per_rank(self) -> int:
+        """Bytes each (busiest) rank sends per optimizer step, all collectives together."""
+        return sum(c.bytes_sent for c in self.breakdown)
+
+    def time(self, link, inter_node_link=None) -> float:
+        """Seconds of communication per step under the alpha-beta model, ring algorithms.
+
+        ``link``: any object with ``.alpha`` (s per message step) and ``.bandwidth`` (bytes/s per
+        direction), e.g. ``ringlab.collectives``' ``Link``; ``inter_node_link`` (default ``link``) is
+        used for hybrid_shard's inter-node all_reduce. Each call costs
+        ``ring_steps x alpha + bytes_sent / bandwidth``; no overlap with compute is assumed.
+        """
+        total = 0.0
+        for call in self.breakdown:
+            lk = inter_node_link if (call.group == "inter-node" and inter_node_link is not None) else link
+            try:
+                alpha, bandwidth = float(lk.alpha), float(lk.bandwidth)
+            except AttributeError:
+                raise TypeError("link must have .alpha (seconds) and .bandwidth (bytes/s per direction)") from None
+            if bandwidth <= 0 or alpha < 0:
+                raise ValueError(f"link needs bandwidth > 0 and alpha >= 0, got {bandwidth}, {alpha}")
+            total += call.ring_steps * alpha + call.bytes_sent / bandwidth
+        return total
+
+    def summary(self) -> str:
+        """Multi-line text: message size, each collective, total per rank, memory per GPU."""
+        lines = [
+            f"{self.strategy}: {self.n_params:,} params in {self.dtype}, world_size={self.world_size}, "
+            f"grad_accum_steps={self.grad_accum_steps}",
+            f"  message M (one full copy): {format_bytes(self.message_bytes)}",
+        ]
+        for c in self.breakdown:
+            lines.append(f"  {c.count} x {c.collective:<14} {c.phase:<8} {c.group} (N={c.group_size}): "
+                         f"{format_bytes(c.bytes_sent)}")
+        lines.append(f"  sent per rank per step: {format_bytes(self.bytes_sent_per_rank)} "
+                     f"({self.bytes_sent_per_rank / self.message_bytes:.4g} x M)")
+        m = self.memory
+        lines.append(f"  memory per GPU: params {format_bytes(m.params)}, grads {format_bytes(m.grads)}, "
+                     f"optimizer {format_bytes(m.optimizer_states)}, total {format_bytes(m.total)}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    __str__ = summary
+
+
+def _canonical_strategy(strategy: str) -> str:
+    if not isinstance(strategy, str):
+        raise TypeError(f"strategy must be a string, got {type(strategy).__name__}")
+    key = strategy.strip().lower().replace("-", "_")
+    key = _ALIASES.get(key, key)
+    if key not in STRATEGIES:
+        close = difflib.get_close_matches(key, STRATEGIES, n=3, cutoff=0.5)
+        hint = f" Close matches: {', '.join(close)}." if close else ""
+        raise ValueError(f"unknown strategy {strategy!r}.{hint} Accepted: {', '.join(STRATEGIES)}")
+    return key
+
+
+def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = "bf16",
+                    gpus_per_node: int | None = None, grad_accum_steps: int = 1,
+                    reshard_after_forward: bool | None = None, no_sync: bool = True,
+                    optimizer_bytes_per_param: int = 12) -> GradComm:
+    """Per-rank communication per optimizer step and per-GPU model-state memory of a data-parallel
+    ``strategy`` (see the module docstring for each strategy's collectives and the sources).
+
+    ``n_params``: parameter count (int, or a float holding a whole number such as 7e9).
+    ``world_size``: data-parallel ranks N. ``dtype``: of parameters and gradients on the wire.
+    ``gpus_per_node``: required for hybrid_shard (must divide world_size). ``grad_accum_steps``: K
+    micro-batches per step. ``reshard_after_forward``: FSDP's flag for the sharded-parameter
+    strategies (default True for fsdp_full_shard / hybrid_shard; False turns them into
+    SHARD_GRAD_OP); not accepted for ddp / zero1 / zero2 / fsdp_shard_grad_op.
+    ``no_sync``: with K > 1, skip the gradient collective in the first K-1 micro-batches (ddp, fsdp_*).
+
+    7e9 params, bf16, 64 GPUs: ddp 27,562,500,000 B; fsdp_full_shard 41,343,750,000 B (1.5x).
+    Raises ValueError for unknown strategy or dtype, non-positive sizes, a bad gpus_per_node,
+    or a reshard_after_forward the strategy does not have.
+    """
+    strat = _canonical_strategy(strategy)
+    n_params = positive_int(n_params, "n_params")
+    n = positive_int(world_size, "world_size")
+    k = positive_int(grad_accum_steps, "grad_accum_steps")
+    if optimizer_bytes_per_param < 0:
+        raise ValueError(f"optimizer_bytes_per_param must be >= 0, got {optimizer_bytes_per_param}")
+    dt = canonical_dtype(dtype)
+    itemsize = dtype_bytes(dt)
+    if itemsize != int(itemsize):
+        raise ValueError(f"dtype {dtype!r} is sub-byte; gradients are communicated in fp32, fp16, bf16 or fp8")
+    itemsize = int(itemsize)
+    sharded_params = strat in ("fsdp_full_shard", "hybrid_shard")
+    if reshard_after_forward is not None and not sharded_params:
+        raise ValueError(f"reshard_after_forward applies to fsdp_full_shard and hybrid_shard, not {strat}")
+    reshard = True if reshard_after_forward is None else bool(reshard_after_forward)
+
+    if strat == "hybrid_shard":
+        if gpus_per_node is None:
+            raise ValueError("hybrid_shard needs gpus_per_node (ranks per node that shard the model)")
+        g = positive_int(gpus_per_node, "gpus_per_node")
+        if n % g:
+            raise ValueError(f"gpus_per_node={g} must divide world_size={n}")
+    elif gpus_per_node is not None:
+        positive_int(gpus_per_node, "gpus_per_node")
+    shard_group = {"ddp": 1, "zero1": n, "zero2": n, "fsdp_shard_grad_op": n, "fsdp_full_shard": n,
+                   "hybrid_shard": gpus_per_node}[strat]
+
+    message = n_params * itemsize
+    calls: list[CollectiveCall] = []
+
+    def add(collective: str, phase: str, count: int, group: str = "world", size: int = n,
+            numel: int = n_params) -> None:
+        if count and size > 1:
+            per_call = ring_bytes_per_rank(collective, numel, size, itemsize)
+            calls.append(CollectiveCall(collective, phase, group, size, count, numel * itemsize, count * per_call))
+
+    grad_syncs = 1 if no_sync else k
+    if strat == "ddp":
+        add("all_reduce", "backward", grad_syncs)
+    elif strat == "zero1":
+        add("reduce_scatter", "backward", 1)
+        add("all_gather", "step", 1)
+    elif strat == "zero2":
+        add("reduce_scatter", "backward", k)
+        add("all_gather", "step", 1)
+    elif strat in ("fsdp_shard_grad_op", "fsdp_full_shard"):
+        add("all_gather", "forward", k)
+        if strat == "fsdp_full_shard" and reshard:
+            add("all_gather", "backward", k)
+        add("reduce_scatter", "backward", grad_syncs)
+    else:  # hybrid_shard
+        g, replicas = shard_group, n // shard_group
+        add("all_gather", "forward", k, "intra-node", g)
+        if reshard:
+            add("all_gather", "backward", k, "intra-node", g)
+        add("reduce_scatter", "backward", grad_syncs, "intra-node", g)
+        add("all_reduce", "backward", grad_syncs, "inter-node", replicas, numel=math.ceil(n_params / g))
+
+    shard = math.ceil(n_params / shard_group)
+    full_grads = strat in ("ddp", "zero1") or (k > 1 and no_sync and strat != "zero2")
+    params_unsharded = strat in ("ddp", "zero1", "zero2", "fsdp_shard_grad_op") or not reshard
+    notes = []
+    if strat == "fsdp_shard_grad_op" or (sharded_params and not reshard):
+        notes.append("parameters stay unsharded from forward to the end of backward: params memory is the peak")
+    if sharded_params and reshard:
+        notes.append("plus one unsharded FSDP unit in flight (not counted)")
+    if full_grads and strat not in ("ddp", "zero1"):
+        notes.append("no_sync keeps unsharded gradients between micro-batches")
+    memory = ModelStateMemory(
+        params=(n_params if params_unsharded else shard) * itemsize,
+        grads=(n_params if full_grads else shard) * itemsize,
+        optimizer_states=(n_params if strat == "ddp" else shard) * optimizer_bytes_per_param,
+    )
+    return GradComm(strat, n_params, n, dt, k, message, tuple(calls), memory, tuple(notes))

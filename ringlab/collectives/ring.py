@@ -1,0 +1,146 @@
+"""Ring reduce-scatter, all-gather and all-reduce schedules, with closed-form traffic.
+
+Ranks form a ring ``r -> (r + 1) % N`` and the message is cut into N chunks. In every step
+each rank sends one chunk to its successor, and the chunk index rotates by one per step, so
+all N links carry one chunk at once (Patarasuk & Yuan, "Bandwidth optimal all-reduce
+algorithms for clusters of workstations", JPDC 2009).
+
+Rotation used for **all-reduce** (the standard one):
+
+* reduce-scatter phase, step ``s = 0 .. N-2``: rank ``r`` sends chunk ``(r - s) % N``; the
+  receiver adds it into its own copy. Afterwards rank ``r`` holds the complete chunk ``(r + 1) % N``.
+* all-gather phase, step ``s = 0 .. N-2``: rank ``r`` sends chunk ``(r + 1 - s) % N``; the
+  receiver stores it.
+
+Rank ``r`` therefore sends every chunk but ``(r + 1) % N`` in the first phase and every chunk
+but ``(r + 2) % N`` in the second, so with chunk sizes ``c`` (``numpy.array_split``)::
+
+    bytes_sent[r] = itemsize * (2 * numel - c[(r + 1) % N] - c[(r + 2) % N])
+
+which sums to ``2 (N - 1) * nbytes`` over the ranks and equals ``2 (N - 1) / N * nbytes``
+for every rank when N divides numel.
+
+The stand-alone **reduce-scatter** and **all-gather** follow torch.distributed's placement:
+rank ``r`` ends with (reduce-scatter), or starts with (all-gather), chunk ``r``. Their rotations
+are shifted by one: reduce-scatter sends chunk ``(r - 1 - s) % N`` and all-gather chunk
+``(r - s) % N``, so each rank sends ``numel - c[r]`` and ``numel - c[(r + 1) % N]`` elements.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .schedule import Schedule, Transfer, chunk_sizes
+
+
+def _check_world_size(world_size: int) -> int:
+    if isinstance(world_size, bool) or not isinstance(world_size, (int, np.integer)):
+        raise TypeError(f"world_size must be an int >= 1, got {world_size!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    return int(world_size)
+
+
+def ring_reduce_scatter_steps(world_size: int, owner_shift: int) -> list[tuple[Transfer, ...]]:
+    """The N-1 reduce-scatter steps after which rank r holds the reduced chunk ``(r + owner_shift) % N``.
+
+    At step s rank r sends chunk ``(r + owner_shift - 1 - s) % N`` to ``(r + 1) % N``.
+    """
+    n = _check_world_size(world_size)
+    return [
+        tuple(Transfer(r, (r + 1) % n, (r + owner_shift - 1 - s) % n, True) for r in range(n))
+        for s in range(n - 1)
+    ]
+
+
+def ring_all_gather_steps(world_size: int, owner_shift: int) -> list[tuple[Transfer, ...]]:
+    """The N-1 all-gather steps when rank r starts with the finished chunk ``(r + owner_shift) % N``.
+
+    At step s rank r forwards chunk ``(r + owner_shift - s) % N`` to ``(r + 1) % N``.
+    """
+    n = _check_world_size(world_size)
+    return [
+        tuple(Transfer(r, (r + 1) % n, (r + owner_shift - s) % n, False) for r in range(n))
+        for s in range(n - 1)
+    ]
+
+
+def ring_all_reduce(world_size: int) -> Schedule:
+    """Ring all-reduce schedule: reduce-scatter then all-gather, ``2 (N - 1)`` steps of N transfers."""
+    n = _check_world_size(world_size)
+    every = tuple(range(n))
+    return Schedule(
+        collective="all_reduce",
+        algorithm="ring",
+        world_size=n,
+        num_chunks=n,
+        steps=tuple(ring_reduce_scatter_steps(n, 1) + ring_all_gather_steps(n, 1)),
+        inputs=(every,) * n,
+        outputs=(every,) * n,
+        description="reduce-scatter: rank r sends chunk (r - s) % N; all-gather: rank r sends chunk (r + 1 - s) % N",
+    )
+
+
+def ring_reduce_scatter(world_size: int) -> Schedule:
+    """Ring reduce-scatter schedule; rank r ends with the reduced chunk r (torch.distributed placement)."""
+    n = _check_world_size(world_size)
+    return Schedule(
+        collective="reduce_scatter",
+        algorithm="ring",
+        world_size=n,
+        num_chunks=n,
+        steps=tuple(ring_reduce_scatter_steps(n, 0)),
+        inputs=(tuple(range(n)),) * n,
+        outputs=tuple((r,) for r in range(n)),
+        description="rank r sends chunk (r - 1 - s) % N and ends with chunk r",
+    )
+
+
+def ring_all_gather(world_size: int) -> Schedule:
+    """Ring all-gather schedule; rank r contributes chunk r and ends with all N chunks."""
+    n = _check_world_size(world_size)
+    return Schedule(
+        collective="all_gather",
+        algorithm="ring",
+        world_size=n,
+        num_chunks=n,
+        steps=tuple(ring_all_gather_steps(n, 0)),
+        inputs=tuple((r,) for r in range(n)),
+        outputs=(tuple(range(n)),) * n,
+        description="rank r sends chunk (r - s) % N, starting with its own chunk r",
+    )
+
+
+def _ring_bytes(world_size: int, numel: int, itemsize: int, skipped_shifts: tuple[int, ...]) -> np.ndarray:
+    n = _check_world_size(world_size)
+    if itemsize < 1:
+        raise ValueError(f"itemsize must be >= 1 byte, got {itemsize}")
+    c = chunk_sizes(numel, n)
+    if n == 1:
+        return np.zeros(1, dtype=np.int64)
+    ranks = np.arange(n)
+    elements = len(skipped_shifts) * int(numel) - sum(c[(ranks + k) % n] for k in skipped_shifts)
+    return (elements * int(itemsize)).astype(np.int64)
+
+
+def ring_all_reduce_bytes(world_size: int, numel: int, itemsize: int) -> np.ndarray:
+    """Closed-form bytes each rank sends (and receives) in ring all-reduce.
+
+    ``itemsize * (2 * numel - c[(r + 1) % N] - c[(r + 2) % N])`` with ``c = chunk_sizes(numel, N)``;
+    0 for N = 1. Returns int64, shape ``(world_size,)``. Patarasuk & Yuan (2009) show
+    ``2 (N - 1) / N * nbytes`` per rank is the lower bound this reaches when N divides numel.
+    """
+    return _ring_bytes(world_size, numel, itemsize, (1, 2))
+
+
+def ring_reduce_scatter_bytes(world_size: int, numel: int, itemsize: int) -> np.ndarray:
+    """Closed-form bytes each rank sends in the stand-alone ring reduce-scatter: ``itemsize * (numel - c[r])``."""
+    return _ring_bytes(world_size, numel, itemsize, (0,))
+
+
+def ring_all_gather_bytes(world_size: int, numel: int, itemsize: int) -> np.ndarray:
+    """Closed-form bytes each rank sends in the stand-alone ring all-gather: ``itemsize * (numel - c[(r + 1) % N])``.
+
+    ``numel`` is the size of the gathered (full) message.
+    """
+    return _ring_bytes(world_size, numel, itemsize, (1,))

@@ -1,0 +1,123 @@
+"""``ringlab calc roofline | decode | bubble``: the performance calculators of issue 7.
+
+    ringlab calc roofline --flops 512e9 --bytes 8e9 --hardware a100-sxm-80gb [--dtype bf16] [--sparse] [--json]
+    ringlab calc decode --model llama-2-7b --hardware a100-sxm-80gb --context 4096 --sla-ms 50 [--batch N] [--tp N] [--json]
+    ringlab calc bubble --stages 8 --microbatches 16 --schedule 1f1b [--virtual-stages v] [--grid] [--json]
+
+Registered in ``SUBCOMMANDS`` of :mod:`ringlab.commands.calc`, whose ``emit`` and ``fail`` print
+results and errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ringlab.commands.calc import emit, fail
+
+
+def roofline_main(argv: list[str]) -> int:
+    from ringlab.calc.roofline import roofline
+    from ringlab.calc.units import parse_size
+
+    p = argparse.ArgumentParser(prog="ringlab calc roofline",
+                                description="Place a kernel on a roofline: memory- or compute-bound, and its time.")
+    p.add_argument("--flops", type=float, required=True, help="FLOPs the kernel performs, e.g. 512e9")
+    p.add_argument("--bytes", required=True, help="bytes moved to/from HBM, e.g. 8e9 or 8GB (GB = 1e9 B)")
+    p.add_argument("--hardware", required=True, help="hardware preset, e.g. a100-sxm-80gb")
+    p.add_argument("--dtype", default="bf16", help="dtype of the math (default bf16)")
+    p.add_argument("--sparse", action="store_true", help="use the 2:4-sparse peak (dense by default)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    args = p.parse_args(argv)
+    try:
+        result = roofline(args.flops, parse_size(args.bytes), args.hardware, args.dtype, sparse=args.sparse)
+    except (ValueError, TypeError) as e:
+        return fail(p.prog, e)
+    return emit(result.to_dict(), result.summary(), args.json)
+
+
+def decode_main(argv: list[str]) -> int:
+    from ringlab.calc.decode import DEFAULT_MEMORY_FRACTION, decode_step, max_batch_for_sla, naive_linear_decode_time
+
+    p = argparse.ArgumentParser(
+        prog="ringlab calc decode",
+        description="Decode step time vs batch size (weights read once per step) and the largest batch "
+                    "meeting a time-per-output-token SLA that fits in memory.")
+    p.add_argument("--model", required=True, help="model preset or path to a HF config.json")
+    p.add_argument("--hardware", required=True, help="hardware preset, e.g. a100-sxm-80gb")
+    p.add_argument("--context", type=int, required=True, help="tokens in each sequence's KV cache")
+    p.add_argument("--sla-ms", type=float, default=None, help="time per output token SLA in ms: find the largest batch")
+    p.add_argument("--batch", type=int, default=None, help="evaluate this batch size")
+    p.add_argument("--dtype", default="bf16", help="weights and activations dtype (default bf16)")
+    p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: --dtype)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree; memory and bytes are per GPU")
+    p.add_argument("--memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION,
+                   help=f"share of GPU memory for weights + KV (default {DEFAULT_MEMORY_FRACTION}, vLLM's)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    args = p.parse_args(argv)
+    if args.sla_ms is None and args.batch is None:
+        p.error("give --sla-ms, --batch, or both")
+    common = dict(dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp)
+    data, text = {}, []
+    try:
+        if args.sla_ms is not None:
+            sla = max_batch_for_sla(args.model, args.hardware, args.context, args.sla_ms / 1e3,
+                                    memory_fraction=args.memory_fraction, **common)
+            data["sla"] = sla.to_dict()
+            text.append(sla.summary())
+        if args.batch is not None:
+            step = decode_step(args.model, args.hardware, args.batch, args.context,
+                               memory_fraction=args.memory_fraction, **common)
+            data["step"] = step.to_dict()
+            text.append(step.summary())
+        batch = args.batch if args.batch is not None else data["sla"]["batch_size"]
+        if batch:
+            wrong_step, wrong_tps = naive_linear_decode_time(args.model, args.hardware, batch, args.context, **common)
+            data["naive_linear_model"] = {"batch_size": batch, "step_time_s": wrong_step, "tokens_per_s": wrong_tps,
+                                          "note": "WRONG: assumes each sequence streams all weights"}
+            text.append(f"(the circulating linear model, which is wrong, would predict {wrong_step * 1e3:.4g} ms per "
+                        f"step and {wrong_tps:,.0f} tokens/s at batch {batch}: it re-reads the weights per sequence)")
+    except (ValueError, TypeError) as e:
+        return fail(p.prog, e)
+    return emit(data, "\n".join(text), args.json)
+
+
+def bubble_main(argv: list[str]) -> int:
+    from ringlab.calc.pipeline import SCHEDULES, bubble_fraction, peak_in_flight, pipeline_schedule
+
+    p = argparse.ArgumentParser(prog="ringlab calc bubble",
+                                description="Pipeline-parallel bubble fraction and peak in-flight micro-batches.")
+    p.add_argument("--stages", type=int, required=True, help="pipeline stages P")
+    p.add_argument("--microbatches", type=int, required=True, help="micro-batches per step M")
+    p.add_argument("--schedule", default="1f1b", help=f"one of {', '.join(SCHEDULES)} (default 1f1b)")
+    p.add_argument("--virtual-stages", type=int, default=1, help="model chunks per device v (interleaved-1f1b)")
+    p.add_argument("--t-f", type=int, default=1, help="forward time per micro-batch and chunk, in slots (default 1)")
+    p.add_argument("--t-b", type=int, default=1, help="input-gradient backward time (default 1)")
+    p.add_argument("--t-w", type=int, default=1, help="weight-gradient backward time (default 1)")
+    p.add_argument("--grid", action="store_true", help="simulate the schedule, print its grid and measured bubble")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    args = p.parse_args(argv)
+    shape = (args.stages, args.microbatches, args.schedule, args.virtual_stages)
+    # The closed form takes stage times; the flags give chunk times (equal when v = 1).
+    times = {name: value * args.virtual_stages for name, value in (("t_f", args.t_f), ("t_b", args.t_b), ("t_w", args.t_w))}
+    try:
+        ideal = bubble_fraction(*shape, relative_to="ideal", **times)
+        total = bubble_fraction(*shape, relative_to="total", **times)
+        peaks = peak_in_flight(*shape)
+        grid = pipeline_schedule(*shape, t_f=args.t_f, t_b=args.t_b, t_w=args.t_w) if args.grid else None
+    except (ValueError, TypeError) as e:
+        return fail(p.prog, e)
+    unit = "micro-batch chunks" if args.schedule == "interleaved-1f1b" else "micro-batches"
+    data = {"stages": args.stages, "microbatches": args.microbatches, "schedule": args.schedule,
+            "virtual_stages": args.virtual_stages, "t_f": args.t_f, "t_b": args.t_b, "t_w": args.t_w,
+            "bubble_fraction_ideal": ideal, "bubble_fraction_total": total,
+            "peak_in_flight": peaks.tolist(), "peak_in_flight_unit": unit}
+    text = [f"{args.schedule}, P={args.stages}, M={args.microbatches}"
+            + (f", v={args.virtual_stages}" if args.virtual_stages > 1 else ""),
+            f"bubble: {ideal:.4f} of ideal compute time, {total:.4f} of wall clock",
+            f"peak in-flight {unit} per stage: {peaks.tolist()}"]
+    if grid is not None:
+        data["grid_makespan"] = grid.makespan
+        data["grid_idle_slots"] = grid.idle_slots().tolist()
+        data["grid_bubble_fraction_ideal"] = grid.bubble_fraction("ideal")
+        text += [f"simulated: {grid.makespan} slots, bubble {grid.bubble_fraction('ideal'):.4f} of ideal", grid.to_text()]
+    return emit(data, "\n".join(text), args.json)
