@@ -77,6 +77,8 @@ def main(argv: list[str]) -> int:
         sampler.close()
         return 2
     stop = threading.Event()
+    if getattr(sampler, "note", ""):
+        print(f"ringlab gpumon: {sampler.note}; using nvidia-smi", file=sys.stderr)
     print(f"ringlab gpumon: sampling with {sampler.describe()} every {args.interval:g} s into {args.out}; "
           "Ctrl-C stops", file=sys.stderr, flush=True)
     with log, _stop_on_signals(stop):

@@ -222,7 +222,7 @@ class SmiSampler:
         self.timeout, self.executable, self.note = timeout, executable, note
 
     def describe(self) -> str:
-        return f"{self.executable} (timeout {self.timeout:g} s)" + (f"; {self.note}" if self.note else "")
+        return f"{self.executable} (timeout {self.timeout:g} s)"
 
     def command(self) -> list[str]:
         return [self.executable, "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"]

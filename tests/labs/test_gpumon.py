@@ -443,6 +443,7 @@ def make_sample_log(path: Path, fake_smi, clock) -> None:
         ((99, 61873, 679.90, 61), (99, 61871, 672.35, 59)),
         ((100, 61873, 690.12, 63), (98, 61871, 681.07, 62)),
     ]
+
     def line(index, uuid, util, used, watts, celsius):
         return f"{index}, {uuid}, {H100}, {util}, {used}, 81559, {watts:.2f}, {celsius}"
 
