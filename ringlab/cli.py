@@ -12,6 +12,8 @@ import sys
 
 # name -> (module implementing it, one-line summary)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("ringlab.commands.check", "grade your exercise files (ringlab check ex01, ringlab check --all)"),
+    "practice": ("ringlab.commands.practice", "interview practice cards: question, then the worked answer"),
     "calc": ("ringlab.commands.calc", "capacity calculators: KV cache, gradient traffic, ... (ringlab calc --help)"),
     "gpumon": ("ringlab.commands.gpumon", "append per-GPU utilization and memory to a CSV log (nvidia-smi or NVML)"),
     "verify": ("ringlab.commands.verify", "run a collective in the simulator and check results and bytes"),
@@ -37,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ringlab: unknown command {name!r}; choose one of: {', '.join(sorted(COMMANDS))}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except BrokenPipeError:  # `ringlab ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,12 +1,15 @@
 """Public simulator entry points: ``ring_allreduce``, ``reduce_scatter``, ``all_gather``.
 
-Inputs are numpy arrays; rank r's data is row r of a ``(world_size, *shape)`` array, or the
-r-th array of a list. Results are :class:`CollectiveResult` objects whose ``traffic`` holds
-the bytes each rank sent and received, counted by the executor while it moved the data.
+Inputs are numpy arrays or torch tensors; rank r's data is row r of a ``(world_size, *shape)``
+array, or the r-th array of a list. Tensors (CPU or CUDA) run the same compiled plan on their
+device and give tensors back; torch is imported only when a tensor is passed. Results are
+:class:`CollectiveResult` objects whose ``traffic`` holds the bytes each rank sent and received
+(always numpy int64), counted by the executor while it moved the data.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -21,7 +24,11 @@ from ringlab.collectives import (
 )
 
 from .executor import Events, Plan, compile_schedule, execute
-from .ops import UFUNCS, check_dtype, check_op
+from .ops import BFLOAT16, UFUNCS, check_dtype, check_op
+
+# torch dtypes whose add/multiply/maximum/minimum and index_put run on CPU (torch 2.x has no
+# add or index_put for uint16/32/64), named as torch names them.
+TORCH_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -53,26 +60,35 @@ class CollectiveResult:
     """What a simulated collective returns.
 
     Attributes:
-        outputs: every rank's result. ``(world_size, *shape)`` for all_reduce and all_gather
-            (the gathered message is flat, ``(world_size, numel)``); for reduce_scatter an array
-            ``(world_size, numel // world_size)`` when the chunks are equal, else a tuple of 1-D arrays.
+        outputs: every rank's result, a numpy array or a torch tensor like the input.
+            ``(world_size, *shape)`` for all_reduce and all_gather (the gathered message is flat,
+            ``(world_size, numel)``); for reduce_scatter an array ``(world_size, numel // world_size)``
+            when the chunks are equal, else a tuple of 1-D arrays.
         traffic: the :class:`Traffic` counters.
         schedule: the :class:`~ringlab.collectives.Schedule` that ran.
         events: per-transfer :class:`~ringlab.sim.executor.Events` when ``trace=True``, else None.
     """
 
-    outputs: np.ndarray | tuple
+    outputs: object
     traffic: Traffic
     schedule: Schedule
     events: Events | None = field(default=None, repr=False)
 
 
-def as_rank_array(inputs, name: str = "inputs") -> np.ndarray:
-    """Return ``inputs`` as one ``(world_size, *shape)`` numpy array after validating it.
+def _is_tensor(x) -> bool:
+    """True for a torch.Tensor, decided without importing torch."""
+    return type(x).__module__.startswith("torch")
 
-    Accepts an ndarray with a leading rank axis or a list/tuple of equal-shape, equal-dtype arrays.
-    Raises ValueError (empty, ragged, no rank axis) or TypeError (unsupported or mixed dtypes).
+
+def as_rank_array(inputs, name: str = "inputs"):
+    """Return ``inputs`` as one ``(world_size, *shape)`` numpy array or torch tensor after validating it.
+
+    Accepts an ndarray or tensor with a leading rank axis, or a list/tuple of equal-shape,
+    equal-dtype arrays (or tensors on one device). Raises ValueError (empty, ragged, no rank
+    axis, mixed devices) or TypeError (unsupported or mixed dtypes, mixed numpy and torch).
     """
+    if _is_tensor(inputs) or (isinstance(inputs, (list, tuple)) and any(map(_is_tensor, inputs))):
+        return _as_rank_tensor(inputs, name)
     if isinstance(inputs, (list, tuple)):
         if not inputs:
             raise ValueError(f"{name} is empty: pass one array per rank (world_size >= 1)")
@@ -96,6 +112,50 @@ def as_rank_array(inputs, name: str = "inputs") -> np.ndarray:
     return inputs
 
 
+def _as_rank_tensor(inputs, name: str, same_shape: bool = True):
+    """Validate tensor input; a list is stacked (``same_shape``) or returned as flat tensors."""
+    import torch
+
+    if isinstance(inputs, (list, tuple)):
+        if not all(map(_is_tensor, inputs)):
+            raise TypeError(f"{name}: mix of torch tensors and other arrays; pass all ranks as one kind")
+        for what in ("dtype", "device", "shape")[:3 if same_shape else 2]:
+            bad = next((r for r, t in enumerate(inputs) if getattr(t, what) != getattr(inputs[0], what)), None)
+            if bad is not None:
+                raise (TypeError if what == "dtype" else ValueError)(
+                    f"{name}: rank {bad} has {what} {getattr(inputs[bad], what)} but rank 0 has "
+                    f"{getattr(inputs[0], what)}; all ranks must hold the same {what}")
+        _torch_numpy_dtype(inputs[0].dtype)
+        if not same_shape:
+            return [t.detach().reshape(-1) for t in inputs]
+        return torch.stack([t.detach() for t in inputs])
+    if inputs.ndim < 1 or inputs.shape[0] < 1:
+        raise ValueError(f"{name} must have a leading world_size axis >= 1, got shape {tuple(inputs.shape)}")
+    _torch_numpy_dtype(inputs.dtype)
+    return inputs.detach()
+
+
+def _torch_numpy_dtype(dtype) -> np.dtype:
+    """The numpy dtype matching a supported torch dtype (for op checks); TypeError for others."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in TORCH_DTYPES:
+        raise TypeError(f"dtype {dtype} is not supported for tensors; use one of: torch.{', torch.'.join(TORCH_DTYPES)}")
+    return BFLOAT16 if name == "bfloat16" else np.dtype(name)
+
+
+def _dtype(x) -> np.dtype:
+    return _torch_numpy_dtype(x.dtype) if _is_tensor(x) else x.dtype
+
+
+def _numel(x) -> int:
+    """Elements per rank of a ``(world_size, *shape)`` array or tensor."""
+    return math.prod(x.shape[1:])
+
+
+def _copy(x):
+    return x.clone() if _is_tensor(x) else x.copy()
+
+
 @lru_cache(maxsize=64)
 def _plan(builder, world_size: int, numel: int) -> Plan:
     return compile_schedule(builder(world_size), numel)
@@ -113,22 +173,30 @@ def run_schedule(schedule: Schedule, inputs, op: str = "sum", trace: bool = Fals
     """
     x = as_rank_array(inputs)
     _check_world(schedule.world_size, x)
-    return _run(compile_schedule(schedule, x[0].size), x, op, trace)
+    return _run(compile_schedule(schedule, _numel(x)), x, op, trace)
 
 
-def _check_world(world_size: int, x: np.ndarray) -> None:
+def _check_world(world_size: int, x) -> None:
     if x.shape[0] != world_size:
         raise ValueError(f"inputs hold {x.shape[0]} ranks but the schedule is for world_size={world_size}")
 
 
-def _run(plan: Plan, x: np.ndarray, op: str, trace: bool) -> CollectiveResult:
-    check_op(op, x.dtype)
+def _run(plan: Plan, x, op: str, trace: bool) -> CollectiveResult:
+    check_op(op, _dtype(x))
     n = x.shape[0]
-    flat = x.reshape(n, -1)
-    out = np.empty_like(flat)
+    flat = x.reshape(n, _numel(x))  # torch refuses -1 when numel is 0
+    if _is_tensor(flat):
+        import torch
+
+        out = torch.empty_like(flat, memory_format=torch.contiguous_format)
+    else:
+        out = np.empty_like(flat)
     sent, received, events = execute(plan, flat, out, UFUNCS[op], trace)
-    if op == "avg":
-        np.divide(out, np.asarray(n, dtype=out.dtype), out=out)
+    if op == "avg":  # divide by world_size held in the data's dtype, the same way on both backends
+        if _is_tensor(out):
+            out.div_(torch.tensor(n, dtype=out.dtype, device=out.device))
+        else:
+            np.divide(out, np.asarray(n, dtype=out.dtype), out=out)
     return CollectiveResult(out.reshape(x.shape), _traffic(sent, received), plan.schedule, events)
 
 
@@ -138,6 +206,9 @@ def ring_allreduce(inputs, op: str = "sum", trace: bool = False) -> CollectiveRe
     Args:
         inputs: ``(world_size, *shape)`` ndarray, or a list of ``world_size`` arrays of equal
             shape and dtype. Dtypes: int8/16/32/64, uint8/16/32/64, float16/32/64, bfloat16 (ml_dtypes).
+            Or a ``torch.Tensor`` ``(world_size, *shape)`` (or a list of tensors) on CPU or CUDA with
+            dtype int8/16/32/64, uint8, float16/32/64 or bfloat16: the same plan runs on the
+            tensor's device and ``outputs`` is a tensor there.
         op: ``"sum" | "prod" | "max" | "min" | "avg"``; integers wrap on overflow (see :mod:`ringlab.sim.ops`).
         trace: keep every transfer in ``result.events`` (slower; for pictures).
 
@@ -149,9 +220,10 @@ def ring_allreduce(inputs, op: str = "sum", trace: bool = False) -> CollectiveRe
     Raises:
         ValueError: empty list, ranks with different shapes, unknown op.
         TypeError: unsupported or mixed dtypes, ``avg`` on integers, non-array input.
+        ImportError: never for numpy input; torch is imported only when a tensor is passed.
     """
     x = as_rank_array(inputs)
-    return _run(_plan(ring_all_reduce, x.shape[0], x[0].size), x, op, trace)
+    return _run(_plan(ring_all_reduce, x.shape[0], _numel(x)), x, op, trace)
 
 
 def reduce_scatter(inputs, op: str = "sum", trace: bool = False) -> CollectiveResult:
@@ -163,14 +235,14 @@ def reduce_scatter(inputs, op: str = "sum", trace: bool = False) -> CollectiveRe
     :func:`ringlab.collectives.ring_reduce_scatter_bytes`. Raises as :func:`ring_allreduce`.
     """
     x = as_rank_array(inputs)
-    n, numel = x.shape[0], x[0].size
+    n, numel = x.shape[0], _numel(x)
     full = _run(_plan(ring_reduce_scatter, n, numel), x, op, trace)
-    flat = full.outputs.reshape(n, -1)
-    bounds = np.concatenate([[0], np.cumsum(chunk_sizes(numel, n))])
+    flat = full.outputs.reshape(n, numel)
+    bounds = np.concatenate([[0], np.cumsum(chunk_sizes(numel, n))]).tolist()
     if numel % n == 0:
-        outputs = flat.reshape(n, n, numel // n)[np.arange(n), np.arange(n)]
+        outputs = flat.reshape(n, n, numel // n)[list(range(n)), list(range(n))]
     else:
-        outputs = tuple(flat[r, bounds[r]:bounds[r + 1]].copy() for r in range(n))
+        outputs = tuple(_copy(flat[r, bounds[r]:bounds[r + 1]]) for r in range(n))
     return CollectiveResult(outputs, full.traffic, full.schedule, full.events)
 
 
@@ -178,9 +250,9 @@ def all_gather(inputs, trace: bool = False) -> CollectiveResult:
     """Ring all-gather: every rank ends with the concatenation of all ranks' shards.
 
     Args:
-        inputs: ``(world_size, shard_numel)``-like ndarray (each row flattened), or a list of
-            ``world_size`` 1-D arrays whose lengths follow ``numpy.array_split`` of their total
-            (the first ones may hold one element more), of one dtype.
+        inputs: ``(world_size, shard_numel)``-like ndarray or tensor (each row flattened), or a
+            list of ``world_size`` 1-D arrays (or tensors on one device) whose lengths follow
+            ``numpy.array_split`` of their total (the first ones may hold one element more), of one dtype.
 
     Returns:
         :class:`CollectiveResult` with ``outputs`` of shape ``(world_size, total_numel)``.
@@ -192,24 +264,31 @@ def all_gather(inputs, trace: bool = False) -> CollectiveResult:
     """
     shards = _shards(inputs)
     n = len(shards)
-    sizes = np.array([s.size for s in shards], dtype=np.int64)
+    sizes = np.array([s.shape[0] for s in shards], dtype=np.int64)
     numel = int(sizes.sum())
     if not np.array_equal(sizes, chunk_sizes(numel, n)):
         raise ValueError(f"inputs: shard lengths {sizes.tolist()} do not follow numpy.array_split of {numel} "
                          f"elements over {n} ranks ({chunk_sizes(numel, n).tolist()})")
     plan = _plan(ring_all_gather, n, numel)
-    out = np.empty((n, numel), dtype=shards[0].dtype)
-    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    if _is_tensor(shards[0]):
+        import torch
+
+        out = torch.empty((n, numel), dtype=shards[0].dtype, device=shards[0].device)
+    else:
+        out = np.empty((n, numel), dtype=shards[0].dtype)
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     for r, shard in enumerate(shards):  # each rank places its own shard: setup, not communication
         out[r, bounds[r]:bounds[r + 1]] = shard
     sent, received, events = execute(plan, None, out, None, trace)
     return CollectiveResult(out, _traffic(sent, received), plan.schedule, events)
 
 
-def _shards(inputs) -> list[np.ndarray]:
-    if isinstance(inputs, np.ndarray):
+def _shards(inputs) -> list:
+    if isinstance(inputs, np.ndarray) or _is_tensor(inputs):
         x = as_rank_array(inputs)
-        return list(x.reshape(x.shape[0], -1))
+        return list(x.reshape(x.shape[0], _numel(x)))
+    if isinstance(inputs, (list, tuple)) and any(map(_is_tensor, inputs)):
+        return _as_rank_tensor(inputs, "inputs", same_shape=False)
     if not isinstance(inputs, (list, tuple)):
         raise TypeError(f"inputs must be an ndarray (world_size, ...) or a list of arrays, got {type(inputs).__name__}")
     if not inputs:

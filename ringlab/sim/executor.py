@@ -1,4 +1,4 @@
-"""Run a :class:`~ringlab.collectives.Schedule` on the rows of one ``(world_size, numel)`` array.
+"""Run a :class:`~ringlab.collectives.Schedule` on the rows of one ``(world_size, numel)`` array or tensor.
 
 The schedule is compiled once into a few vectorised operations per step: transfers are
 grouped by chunk size class (``numpy.array_split`` gives at most two sizes) and by where
@@ -13,6 +13,10 @@ that no step writes are copied from the input at the end. Peak memory is therefo
 output plus one step's worth of gathered chunks (about ``numel`` elements).
 
 Bytes are counted from the arrays actually gathered for sending at each step.
+
+One compiled :class:`Plan` runs on numpy arrays or on torch tensors (CPU or CUDA): the few
+array operations the loop needs (strided views, gather, scatter, the reduction) go through a
+small backend adapter chosen from the type of the output, so both share this one loop.
 """
 
 from __future__ import annotations
@@ -170,6 +174,37 @@ def compile_schedule(schedule: Schedule, numel: int) -> Plan:
     return Plan(schedule, int(numel), bounds, tuple(steps), tuple(finals))
 
 
+def _reverse(run):
+    """The same slots walked backwards (so a negative stride becomes a positive one)."""
+    rank0, chunk0, d_rank, d_chunk, length = run
+    return (rank0 + (length - 1) * d_rank, chunk0 + (length - 1) * d_chunk, -d_rank, -d_chunk, length)
+
+
+class _NumpyBackend:
+    """Array operations the executor needs, on numpy arrays (strides in bytes, any sign)."""
+
+    @staticmethod
+    def class_view(arr, start: int, stop: int, count: int, size: int):
+        return arr[:, start:stop].reshape(arr.shape[0], count, size)
+
+    @staticmethod
+    def segment(src, base, target, src_run, dst_run):
+        """Strided views ``(read, own copy or None, write)`` of one pair of runs, each ``(length, size)``."""
+        return _strided(src, src_run), None if base is None else _strided(base, dst_run), _strided(target, dst_run)
+
+    @staticmethod
+    def gather(view, rank, chunk):
+        return view[rank, chunk]
+
+    @staticmethod
+    def scatter(view, rank, chunk, vals) -> None:
+        view[rank, chunk] = vals
+
+    @staticmethod
+    def combine(ufunc):
+        return ufunc
+
+
 def _strided(view: np.ndarray, run) -> np.ndarray:
     """The chunks of ``run`` in a (world_size, chunks, size) view, as one (length, size) strided view."""
     rank0, chunk0, d_rank, d_chunk, length = run
@@ -178,12 +213,67 @@ def _strided(view: np.ndarray, run) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(start, shape=(length, view.shape[2]), strides=(stride, view.strides[2]))
 
 
-def _class_views(arr: np.ndarray, bounds) -> list[np.ndarray]:
+class _TorchBackend:
+    """The same operations on torch tensors (CPU or CUDA): strides in elements, never negative.
+
+    A run whose stride would be negative is walked backwards; when only one side of a pair can
+    be made positive, the side that is only read is materialised by ``flip`` (a copy).
+    """
+
+    def __init__(self, torch, device):
+        self.torch, self.device = torch, device
+
+    @staticmethod
+    def class_view(arr, start: int, stop: int, count: int, size: int):
+        return arr[:, start:stop].view(arr.shape[0], count, size)  # view(): raises rather than copies
+
+    @staticmethod
+    def _stride(view, run) -> int:
+        return run[2] * view.stride(0) + run[3] * view.stride(1)
+
+    def _view(self, view, run):
+        if self._stride(view, run) < 0:
+            return self.torch.flip(self._view(view, _reverse(run)), (0,))
+        rank0, chunk0, _, _, length = run
+        offset = view.storage_offset() + rank0 * view.stride(0) + chunk0 * view.stride(1)
+        return self.torch.as_strided(view, (length, view.shape[2]), (self._stride(view, run), view.stride(2)), offset)
+
+    def segment(self, src, base, target, src_run, dst_run):
+        if self._stride(target, dst_run) < 0:
+            src_run, dst_run = _reverse(src_run), _reverse(dst_run)
+        return self._view(src, src_run), None if base is None else self._view(base, dst_run), self._view(target, dst_run)
+
+    def _index(self, idx: np.ndarray):
+        return self.torch.from_numpy(idx).to(self.device)
+
+    def gather(self, view, rank, chunk):
+        return view[self._index(rank), self._index(chunk)]
+
+    def scatter(self, view, rank, chunk, vals) -> None:
+        view[self._index(rank), self._index(chunk)] = vals
+
+    def combine(self, ufunc):
+        """The torch function named like the numpy ufunc (add, multiply, maximum, minimum)."""
+        return getattr(self.torch, ufunc.__name__)
+
+
+def _backend(arr):
+    """Pick the array adapter from the type of ``arr`` without importing torch for numpy input."""
+    if isinstance(arr, np.ndarray):
+        return _NumpyBackend
+    if type(arr).__module__.startswith("torch"):
+        import torch
+
+        return _TorchBackend(torch, arr.device)
+    raise TypeError(f"arrays must be numpy.ndarray or torch.Tensor, got {type(arr).__name__}")
+
+
+def _class_views(arr, bounds, xp) -> list:
     """Views of a (world_size, numel) array as (world_size, chunks, chunk numel), one per size class."""
     views, start = [], 0
     for _, count, size in bounds:
         stop = start + count * size
-        views.append(arr[:, start:stop].reshape(arr.shape[0], count, size))
+        views.append(xp.class_view(arr, start, stop, count, size))
         start = stop
     return views
 
@@ -200,23 +290,28 @@ class Events:
     nbytes: np.ndarray
 
 
-def execute(plan: Plan, inputs: np.ndarray | None, out: np.ndarray, ufunc, trace: bool = False):
+def execute(plan: Plan, inputs, out, ufunc, trace: bool = False):
     """Run ``plan`` reading ``inputs`` and writing ``out`` (both ``(world_size, numel)``).
 
-    ``out`` may already hold data for chunks the schedule lists as inputs (``inputs=None``).
-    Returns ``(sent, received, events)``: int64 arrays of shape ``(num_steps, world_size)``
-    and an :class:`Events` (or None when ``trace`` is False).
+    ``inputs`` and ``out`` are numpy arrays or torch tensors (CPU or CUDA, same device), picked
+    from the type of ``out``; torch is imported only for tensors. ``ufunc`` is the numpy ufunc
+    of the reduction (np.add, np.multiply, np.maximum, np.minimum); on tensors the torch function
+    of the same name runs. ``out`` may already hold data for chunks the schedule lists as
+    inputs (``inputs=None``). Returns ``(sent, received, events)``: int64 numpy arrays of shape
+    ``(num_steps, world_size)`` and an :class:`Events` (or None when ``trace`` is False).
     """
     n = plan.schedule.world_size
-    outs = _class_views(out, plan.bounds)
-    ins = _class_views(inputs, plan.bounds) if inputs is not None else outs
+    xp = _backend(out)
+    combine = None if ufunc is None else xp.combine(ufunc)
+    outs = _class_views(out, plan.bounds, xp)
+    ins = _class_views(inputs, plan.bounds, xp) if inputs is not None else outs
     sources = {_INPUT: ins, _OUTPUT: outs}
     sent = np.zeros((len(plan.steps), n), dtype=np.int64)
     received = np.zeros_like(sent)
     log: list[tuple] = []
     for s, rounds in enumerate(plan.steps):
         # gather what the irregular groups send before anything in this step is received
-        payloads = [[None if op.segments else sources[op.src_from][op.size_class][op.src_rank, op.src_chunk]
+        payloads = [[None if op.segments else xp.gather(sources[op.src_from][op.size_class], op.src_rank, op.src_chunk)
                      for op in ops] for ops in rounds]
         for ops, vals_list in zip(rounds, payloads):
             for op, vals in zip(ops, vals_list):
@@ -225,27 +320,26 @@ def execute(plan: Plan, inputs: np.ndarray | None, out: np.ndarray, ufunc, trace
                 if op.segments:
                     moved = 0
                     for src_run, dst_run in op.segments:
-                        sv, dv = _strided(src, src_run), _strided(target, dst_run)
+                        sv, bv, dv = xp.segment(src, base if op.reduce else None, target, src_run, dst_run)
                         if op.reduce:
-                            ufunc(_strided(base, dst_run), sv, out=dv)
+                            combine(bv, sv, out=dv)
                         else:
                             dv[...] = sv
                         moved += sv.nbytes
                 else:
-                    if op.reduce:
-                        acc = base[op.dst_rank, op.dst_chunk]
-                        ufunc(acc, vals, out=acc)
-                        target[op.dst_rank, op.dst_chunk] = acc
-                    else:
-                        target[op.dst_rank, op.dst_chunk] = vals
                     moved = vals.nbytes
+                    if op.reduce:
+                        acc = xp.gather(base, op.dst_rank, op.dst_chunk)
+                        combine(acc, vals, out=acc)
+                        vals = acc
+                    xp.scatter(target, op.dst_rank, op.dst_chunk, vals)
                 per_transfer = moved // len(op.src_rank)
                 sent[s] += np.bincount(op.src_rank, minlength=n) * per_transfer
                 received[s] += np.bincount(op.dst_rank, minlength=n) * per_transfer
                 if trace:
                     log.append((s, op, per_transfer))
     for op in plan.finals:
-        outs[op.size_class][op.dst_rank, op.dst_chunk] = ins[op.size_class][op.src_rank, op.src_chunk]
+        xp.scatter(outs[op.size_class], op.dst_rank, op.dst_chunk, xp.gather(ins[op.size_class], op.src_rank, op.src_chunk))
     events = _events(log) if trace else None
     return sent, received, events
 

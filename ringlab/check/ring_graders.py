@@ -1,0 +1,234 @@
+"""Graders for the ring exercises (P1 and the torch-free part of P9).
+
+* ex01 ``ring_allreduce(arrays) -> (outputs, sent)``: results against the direct sum, bytes
+  per rank and step against the documented rotation.
+* ex02 ``ring_chunk_to_send(rank, step, world_size, phase) -> chunk``: any rotation that
+  makes a correct ring all-reduce passes; checked by replaying the schedule symbolically.
+* ex03 ``ring_reduce_scatter_rank(rank, world_size, data, exchange) -> (chunk, values)``: the
+  learner's per-rank loop runs on one thread per rank with a simulated send/recv.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ringlab.collectives import Schedule, Transfer, chunk_sizes, replay
+
+from .engine import CaseFailure
+from .result import TrafficRow
+
+EDGE_WORLD_SIZES = (1, 2, 3, 4, 5, 7, 8, 13)
+
+
+def _numels(n: int) -> list[int]:
+    return sorted({0, 1, max(n - 1, 1), n, n + 1, 3 * n + 2})
+
+
+def edge_cases() -> list[dict]:
+    """world sizes incl. 1, odd and prime; numel 0, 1, N-1, N, N+1, 3N+2."""
+    return [{"world_size": n, "numel": m, "seed": n * 100 + m} for n in EDGE_WORLD_SIZES for m in _numels(n)]
+
+
+def case_strategy(max_world_size: int = 16, max_numel: int = 64):
+    """Hypothesis strategy of ``{"world_size", "numel", "seed"}`` cases (imported lazily)."""
+    from hypothesis import strategies as st
+
+    return st.fixed_dictionaries({"world_size": st.integers(1, max_world_size),
+                                  "numel": st.integers(0, max_numel), "seed": st.integers(0, 1000)})
+
+
+def _inputs(world_size: int, numel: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-20, 21, size=numel).astype(np.int64) for _ in range(world_size)]
+
+
+def _as_int(value, what: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise CaseFailure(f"{what} should be an int, got {value!r}")
+    return int(value)
+
+
+def _compare_outputs(outputs, expected: np.ndarray, world_size: int) -> None:
+    if not isinstance(outputs, (list, tuple)) or len(outputs) != world_size:
+        got = len(outputs) if isinstance(outputs, (list, tuple)) else type(outputs).__name__
+        raise CaseFailure(f"outputs should be a list of {world_size} arrays (one per rank), got {got}")
+    for r, out in enumerate(outputs):
+        out = np.asarray(out)
+        if out.shape != expected.shape:
+            raise CaseFailure(f"rank {r} holds an array of shape {out.shape}, expected {expected.shape}")
+        wrong = np.flatnonzero(out != expected)
+        if wrong.size:
+            i = int(wrong[0])
+            raise CaseFailure(f"rank {r} holds {out[i]} at element {i}, expected {expected[i]}")
+
+
+def expected_allreduce_bytes_per_step(world_size: int, numel: int, itemsize: int) -> np.ndarray:
+    """(2(N-1), N) bytes per step and rank for the documented rotation, enumerated step by step."""
+    c = chunk_sizes(numel, world_size)
+    n = world_size
+    rows = [[c[(r - s) % n] for r in range(n)] for s in range(n - 1)]
+    rows += [[c[(r + 1 - s) % n] for r in range(n)] for s in range(n - 1)]
+    return np.array(rows, dtype=np.int64).reshape(2 * (n - 1), n) * itemsize
+
+
+def check_ring_allreduce(fn, world_size: int, numel: int, seed: int) -> None:
+    """ex01: every rank holds the sum; bytes per step match the rotation; returns (outputs, sent)."""
+    arrays = _inputs(world_size, numel, seed)
+    expected = np.sum(arrays, axis=0)
+    result = fn([a.copy() for a in arrays])
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise CaseFailure("ring_allreduce should return a tuple (outputs, sent)")
+    outputs, sent = result
+    _compare_outputs(outputs, expected, world_size)
+    want = expected_allreduce_bytes_per_step(world_size, numel, 8)
+    if not isinstance(sent, (list, tuple)) or len(sent) != len(want):
+        got_len = len(sent) if isinstance(sent, (list, tuple)) else type(sent).__name__
+        raise CaseFailure(f"sent should be a list of 2 * (world_size - 1) = {len(want)} steps, got {got_len}")
+    try:
+        got = np.array([[int(b) for b in step] for step in sent], dtype=np.int64).reshape(want.shape)
+    except (TypeError, ValueError):
+        raise CaseFailure(f"sent should hold, for each step, a list of {world_size} ints (bytes per rank)") from None
+    bad = np.argwhere(got != want)
+    if bad.size:
+        s, r = (int(v) for v in bad[0])
+        table = [TrafficRow(k, int(want[:, k].sum()), int(got[:, k].sum())) for k in range(world_size)]
+        raise CaseFailure(f"rank {r} sent {got[s, r]} bytes at step {s}, expected {want[s, r]}", table)
+
+
+def check_ring_schedule(fn, world_size: int) -> None:
+    """ex02: the learner's rotation must make a correct ring all-reduce (any valid rotation passes)."""
+    n = world_size
+    steps = []
+    for phase, reduce in (("reduce_scatter", True), ("all_gather", False)):
+        for s in range(n - 1):
+            step = []
+            for r in range(n):
+                chunk = _as_int(fn(r, s, n, phase), f"ring_chunk_to_send({r}, {s}, {n}, {phase!r})")
+                if not 0 <= chunk < n:
+                    raise CaseFailure(f"rank {r} at step {s} of {phase} sends chunk {chunk}, "
+                                      f"but chunks are numbered 0..{n - 1}")
+                step.append(Transfer(r, (r + 1) % n, chunk, reduce))
+            steps.append(tuple(step))
+    every = (tuple(range(n)),) * n
+    states = list(replay(Schedule("all_reduce", "learner", n, n, tuple(steps), every, every)))
+    for k, holds in enumerate(states[1:]):
+        phase, s = ("reduce_scatter", k) if k < n - 1 else ("all_gather", k - (n - 1))
+        twice = np.argwhere(holds > 1)
+        if twice.size:
+            r, c, src = (int(v) for v in twice[0])
+            raise CaseFailure(f"after step {s} of {phase}, rank {r}'s chunk {c} counts rank {src}'s data "
+                              f"{holds[r, c, src]} times")
+    mid = states[n - 1]
+    for c in range(n):
+        if not any((mid[r, c] == 1).all() for r in range(n)):
+            best = max(range(n), key=lambda r: mid[r, c].sum())
+            have = [int(k) for k in np.flatnonzero(mid[best, c])]
+            raise CaseFailure(f"after the reduce-scatter phase no rank holds chunk {c} with all {n} "
+                              f"contributions (rank {best} has those of ranks {have})")
+    final = states[-1]
+    for r in range(n):
+        for c in range(n):
+            missing = [int(k) for k in np.flatnonzero(final[r, c] == 0)]
+            if missing:
+                raise CaseFailure(f"after the all-gather phase rank {r}'s chunk {c} lacks the data of ranks {missing}")
+
+
+def schedule_cases() -> list[dict]:
+    return [{"world_size": n} for n in list(range(1, 17)) + [31, 64]]
+
+
+class _Ring:
+    """In-process point-to-point for one step at a time: send to rank+1, receive from rank-1."""
+
+    def __init__(self, world_size: int, timeout: float):
+        self.n = world_size
+        self.barrier = threading.Barrier(world_size, timeout=timeout)
+        self.slots: list = [None] * world_size
+        self.calls = [0] * world_size
+        self.sent: list[list[int]] = [[] for _ in range(world_size)]
+
+    def exchange_for(self, rank: int):
+        def exchange(chunk):
+            arr = np.asarray(chunk)
+            self.calls[rank] += 1
+            self.sent[rank].append(int(arr.nbytes))
+            self.slots[rank] = arr.copy()
+            self.barrier.wait()  # everyone has posted its send
+            received = self.slots[(rank - 1) % self.n]
+            self.barrier.wait()  # everyone has read before the next step overwrites
+            return received.copy()
+
+        return exchange
+
+
+def run_per_rank(fn, world_size: int, arrays: list[np.ndarray], timeout: float = 2.0):
+    """Run ``fn(rank, world_size, data, exchange)`` on one thread per rank.
+
+    Returns ``(results, ring)``; raises CaseFailure naming the rank that raised, or the ranks
+    whose calls to ``exchange`` did not match (which would hang real processes).
+    """
+    ring = _Ring(world_size, timeout)
+    results: list = [None] * world_size
+    errors: dict[int, BaseException] = {}
+
+    def body(rank: int) -> None:
+        try:
+            results[rank] = fn(rank, world_size, arrays[rank].copy(), ring.exchange_for(rank))
+        except threading.BrokenBarrierError:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - reported to the learner
+            errors[rank] = exc
+            ring.barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout * (world_size + 2))
+    if any(t.is_alive() for t in threads):
+        ring.barrier.abort()
+    if errors:
+        rank = min(errors)
+        if isinstance(errors[rank], NotImplementedError):
+            raise errors[rank]
+        raise CaseFailure(f"rank {rank} raised {type(errors[rank]).__name__}: {errors[rank]}")
+    if len(set(ring.calls)) > 1:
+        detail = ", ".join(f"rank {r}: {k}" for r, k in enumerate(ring.calls))
+        raise CaseFailure(f"ranks called exchange different numbers of times ({detail}); real processes would hang")
+    return results, ring
+
+
+def check_reduce_scatter_rank(fn, world_size: int, numel: int, seed: int) -> None:
+    """ex03: each rank returns (chunk index, fully reduced values); indices form a permutation."""
+    arrays = _inputs(world_size, numel, seed)
+    total = np.sum(arrays, axis=0)
+    parts = np.array_split(total, world_size)
+    sizes = chunk_sizes(numel, world_size)
+    results, ring = run_per_rank(fn, world_size, arrays)
+    if ring.calls[0] != world_size - 1:
+        raise CaseFailure(f"each rank should call exchange world_size - 1 = {world_size - 1} times, "
+                          f"rank 0 called it {ring.calls[0]} times")
+    owned = []
+    for r, res in enumerate(results):
+        if not isinstance(res, tuple) or len(res) != 2:
+            raise CaseFailure(f"rank {r} should return (chunk_index, values), got {type(res).__name__}")
+        c = _as_int(res[0], f"rank {r}'s chunk index")
+        if not 0 <= c < world_size:
+            raise CaseFailure(f"rank {r} returned chunk index {c}; chunks are numbered 0..{world_size - 1}")
+        values = np.asarray(res[1])
+        if values.shape != parts[c].shape:
+            raise CaseFailure(f"rank {r} returned chunk {c} with shape {values.shape}, expected {parts[c].shape}")
+        wrong = np.flatnonzero(values != parts[c])
+        if wrong.size:
+            i = int(wrong[0])
+            raise CaseFailure(f"rank {r} holds {values[i]} at element {i} of chunk {c}, expected {parts[c][i]}")
+        owned.append(c)
+    if sorted(owned) != list(range(world_size)):
+        raise CaseFailure(f"ranks returned chunks {owned}; every chunk must end on exactly one rank")
+    table = [TrafficRow(r, int(8 * (numel - sizes[owned[r]])), int(sum(ring.sent[r]))) for r in range(world_size)]
+    for row in table:
+        if not row.ok:
+            raise CaseFailure(f"rank {row.rank} sent {row.reported} bytes in total, expected {row.expected} "
+                              "(every chunk but the one it ends with, once)", table)
