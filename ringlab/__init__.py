@@ -5,7 +5,8 @@ matplotlib and ipywidgets are imported by the functions that need them.
 """
 
 from ringlab.sim import CollectiveResult, Traffic, all_gather, reduce_scatter, ring_allreduce
+from ringlab.sim.verify import verify
 
 __version__ = "0.1.0"
 
-__all__ = ["CollectiveResult", "Traffic", "all_gather", "reduce_scatter", "ring_allreduce", "__version__"]
+__all__ = ["CollectiveResult", "Traffic", "all_gather", "reduce_scatter", "ring_allreduce", "verify", "__version__"]

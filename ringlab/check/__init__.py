@@ -50,4 +50,37 @@ def load(exercise_id: str, file=None):
     return _load(exercise_id, file)
 
 
-__all__ = ["EXERCISES", "Exercise", "GradeResult", "get_exercise", "grade", "hint", "load"]
+class WorkedAnswer:
+    """The reference solution of an exercise, shown collapsed in a notebook (``<details>``)."""
+
+    def __init__(self, exercise_id: str, source: str):
+        self.exercise_id, self.source = exercise_id, source
+
+    def __repr__(self) -> str:
+        return f"# worked answer for {self.exercise_id}\n{self.source}"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f"<details><summary>Worked answer for {self.exercise_id} (click to open)</summary>"
+                f"<pre>{html.escape(self.source)}</pre></details>")
+
+
+def worked_answer(exercise_id: str) -> WorkedAnswer:
+    """The solution file of ``exercise_id`` (from ``solutions/``), for a collapsible notebook cell.
+
+    Raises ValueError for an unknown id and FileNotFoundError when solutions/ is not available.
+    """
+    from .loader import _find_dir
+
+    path = _find_dir("solutions") / f"{get_exercise(exercise_id).module}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"{exercise_id}: no worked answer at {path}")
+    from .make_exercises import BEGIN, END
+
+    lines = [line for line in path.read_text().splitlines(keepends=True) if line.strip() not in (BEGIN, END)]
+    return WorkedAnswer(exercise_id, "".join(lines))
+
+
+__all__ = ["EXERCISES", "Exercise", "GradeResult", "WorkedAnswer", "get_exercise", "grade", "hint", "load",
+           "worked_answer"]

@@ -21,7 +21,7 @@ class TrafficRow:
         return self.reported == self.expected
 
 
-@dataclass
+@dataclass(repr=False)
 class GradeResult:
     """Outcome of grading one exercise function.
 
@@ -57,6 +57,8 @@ class GradeResult:
                 rep = "-" if row.reported is None else str(row.reported)
                 lines.append(f"{row.rank:>6} {row.expected:>15} {rep:>10}{'' if row.ok else '  <-'}")
         return "\n".join(lines)
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         colour = {PASSED: "#1a7f37", WRONG: "#cf222e", NOT_ATTEMPTED: "#9a6700"}[self.status]

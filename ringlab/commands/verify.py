@@ -1,4 +1,4 @@
-"""``ringlab verify``: check ring collectives at many world sizes; exit 1 on any mismatch."""
+"""``ringlab verify``: check a collective algorithm at many world sizes; exit 1 on any mismatch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import re
 import sys
 
 from ringlab.sim.ops import OPS, resolve_dtype
-from ringlab.sim.verify import COLLECTIVES, DEFAULT_WORLD_SIZES, INPUTS, verify
+from ringlab.collectives import ALGORITHMS, COLLECTIVES
+from ringlab.sim.verify import DEFAULT_WORLD_SIZES, INPUTS, verify
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
 
@@ -47,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", default="gradients", choices=INPUTS,
                    help="gradients: a real torch transformer block's per-rank gradients (default); random: seeded noise")
     p.add_argument("--collective", default="all_reduce", choices=COLLECTIVES)
+    p.add_argument("--algorithm", default=None,
+                   help="default: ring where the collective has it, else its first algorithm. Pairs: "
+                        + ", ".join(f"{c}/{a}" for c, a in ALGORITHMS))
+    p.add_argument("--root", type=int, default=0, help="root rank of broadcast / reduce (default 0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
@@ -68,7 +73,7 @@ def main(argv: list[str]) -> int:
             raise ValueError("--numel/--size set the random input's size; add --input random "
                              "(the gradient bucket has the model's parameter count)")
         report = verify(sizes, numel=numel, dtype=args.dtype, op=args.op, input=args.input,
-                        collective=args.collective, seed=args.seed)
+                        collective=args.collective, seed=args.seed, algorithm=args.algorithm, root=args.root)
     except (ValueError, TypeError, ImportError) as exc:
         parser.exit(2, f"ringlab verify: error: {exc}\n")
     print(report.to_json() if args.json else report.table())

@@ -1,14 +1,16 @@
-"""``ringlab.verify``: run a ring collective at many world sizes and check everything it did.
+"""``ringlab.verify``: run a collective algorithm at many world sizes and check everything it did.
 
 For each world size the check compares
 
-* every rank's result with the direct reduction (:mod:`ringlab.sim.reference`: exact for
-  integers, a Higham error bound for floats accumulated in float64),
-* the bytes each rank sent, counted by the executor, with the closed form of
-  :mod:`ringlab.collectives.ring` (and the total with ``2 (N - 1) * nbytes`` for all-reduce),
-* all ranks' results with each other, byte for byte,
-* the step count with the schedule's ``2 (N - 1)`` (all-reduce) or ``N - 1``,
-* for gradient input, the averaged result with the full-batch gradient of one process.
+* every rank's result with the direct computation (:func:`ringlab.sim.collectives.expected_outputs`:
+  exact for integers and for copies, a Higham error bound for float reductions accumulated in float64),
+* the bytes each rank sent, counted by the executor, with the algorithm's closed form in
+  :mod:`ringlab.collectives` (and, for ring all-reduce, the total with ``2 (N - 1) * nbytes``),
+* all ranks' results with each other, byte for byte (all_reduce, all_gather, broadcast; the naive
+  direct all-reduce is expected to differ for floats, see :mod:`ringlab.collectives.direct`),
+* the step count with the closed form (``2 (N - 1)`` for ring all-reduce, ``N - 1`` for ring
+  reduce-scatter / all-gather),
+* for gradient input and all-reduce, the averaged result with the full-batch gradient of one process.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ringlab.collectives import ring_all_gather_bytes, ring_all_reduce_bytes, ring_reduce_scatter_bytes
+from ringlab.collectives import COLLECTIVES, algorithms_for, get_algorithm
+from ringlab.collectives.cost import bus_factor
 
-from .api import all_gather, reduce_scatter, ring_allreduce
+from .collectives import expected_outputs, run_collective
 from .ops import check_op, is_floating, resolve_dtype
 from .reference import bit_identical, direct_reduce, max_error, unit_roundoff
 
 DEFAULT_WORLD_SIZES = tuple(range(1, 17)) + (24, 32, 64, 128)
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 INPUTS = ("gradients", "random")
 # Float32 discrepancy allowed between the mean of per-rank gradients and the one-process
 # full-batch gradient (different summation orders inside torch), relative to max |gradient|.
@@ -41,20 +43,22 @@ class VerifyRow:
     message_bytes: int
     sent_min: int
     sent_max: int
-    ideal_per_rank: float  # 2(N-1)/N * M for all_reduce, (N-1)/N * M otherwise
+    ideal_per_rank: float  # nccl-tests busbw factor x M: 2(N-1)/N all_reduce, (N-1)/N RS/AG/A2A, 1 bcast/reduce
     bytes_match: bool  # every rank's counted bytes == closed form, and sent == received in total
     total_bytes: int
     max_abs_error: float
     within_tolerance: bool
-    bit_identical: bool
+    bit_identical: bool | None  # None where ranks legitimately hold different results
     steps: int
     steps_match: bool
     full_batch_error: float | None = None  # gradients input, sum/avg ops only
     full_batch_ok: bool | None = None
+    identical_expected: bool = True  # False for the naive direct all-reduce (ranks sum in different orders)
 
     @property
     def ok(self) -> bool:
-        return (self.bytes_match and self.within_tolerance and self.bit_identical and self.steps_match
+        identical = self.bit_identical is not False or not self.identical_expected
+        return (self.bytes_match and self.within_tolerance and identical and self.steps_match
                 and self.full_batch_ok is not False)
 
 
@@ -69,6 +73,7 @@ class VerifyReport:
     input: str
     rows: tuple[VerifyRow, ...]
     model: str | None = None
+    root: int | None = None  # broadcast / reduce only
 
     @property
     def ok(self) -> bool:
@@ -76,8 +81,14 @@ class VerifyReport:
 
     def to_dict(self) -> dict:
         rows = [dict(asdict(r), ok=r.ok) for r in self.rows]
-        return {"collective": self.collective, "algorithm": self.algorithm, "op": self.op, "dtype": self.dtype,
-                "input": self.input, "model": self.model, "ok": self.ok, "rows": rows}
+        for row in rows:  # only the naive direct all-reduce needs this key
+            if row["identical_expected"]:
+                del row["identical_expected"]
+        out = {"collective": self.collective, "algorithm": self.algorithm, "op": self.op, "dtype": self.dtype,
+               "input": self.input, "model": self.model, "ok": self.ok, "rows": rows}
+        if self.root is not None:
+            out["root"] = self.root
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -92,13 +103,15 @@ class VerifyReport:
         for r in self.rows:
             cells = [str(r.world_size), str(r.numel), f"{r.message_bytes:,}", f"{r.sent_min:,}", f"{r.sent_max:,}",
                      f"{r.ideal_per_rank:,.1f}", _mark(r.bytes_match), f"{r.max_abs_error:.2e}",
-                     _mark(r.within_tolerance), _mark(r.bit_identical), f"{r.steps}{'' if r.steps_match else '!'}"]
+                     _mark(r.within_tolerance), _identical_mark(r), f"{r.steps}{'' if r.steps_match else '!'}"]
             if len(head) > len(cells):
                 cells.append("-" if r.full_batch_ok is None else f"{r.full_batch_error:.1e} {_mark(r.full_batch_ok)}")
             lines.append(cells)
         widths = [max(len(h), *(len(c[i]) for c in lines)) if lines else len(h) for i, h in enumerate(head)]
         fmt = "  ".join(f"{{:>{w}}}" for w in widths)
-        title = (f"ring {self.collective}, op={self.op}, dtype={self.dtype}, input={self.input}"
+        title = (f"{self.algorithm} {self.collective}"
+                 + (f", root={self.root}" if self.root is not None else "")
+                 + f", op={self.op}, dtype={self.dtype}, input={self.input}"
                  + (f" ({self.model})" if self.model else ""))
         out = [title, fmt.format(*head), fmt.format(*("-" * w for w in widths))]
         out += [fmt.format(*c) for c in lines]
@@ -111,9 +124,18 @@ def _mark(ok: bool) -> str:
     return "ok" if ok else "FAIL"
 
 
+def _identical_mark(row: VerifyRow) -> str:
+    if row.bit_identical is None:
+        return "-"
+    if not row.bit_identical and not row.identical_expected:
+        return "no (expected)"
+    return _mark(row.bit_identical)
+
+
 def verify(world_sizes=DEFAULT_WORLD_SIZES, numel: int | None = None, dtype="float32", op: str = "sum",
-           input: str = "gradients", collective: str = "all_reduce", seed: int = 0) -> VerifyReport:
-    """Run a ring collective at each world size and check results, bytes, steps and agreement.
+           input: str = "gradients", collective: str = "all_reduce", seed: int = 0, algorithm: str | None = None,
+           root: int = 0) -> VerifyReport:
+    """Run a collective algorithm at each world size and check results, bytes, steps and agreement.
 
     Args:
         world_sizes: iterable of ints >= 1 (default 1..16, 24, 32, 64, 128).
@@ -121,26 +143,34 @@ def verify(world_sizes=DEFAULT_WORLD_SIZES, numel: int | None = None, dtype="flo
             size is the model's parameter count, so passing ``numel`` with it is an error.
         dtype: ``"float32"``, ``"bf16"``, ``"int8"``... (see :func:`ringlab.sim.ops.resolve_dtype`).
             Gradients (float32) are cast to it; integer dtypes need ``input="random"``.
-        op: ``sum | prod | max | min | avg`` (all_gather ignores it).
+        op: ``sum | prod | max | min | avg`` (ignored by all_gather, broadcast, all_to_all).
         input: ``"gradients"`` (a small torch transformer block, needs torch) or ``"random"``.
-        collective: ``all_reduce | reduce_scatter | all_gather``.
+        collective: ``all_reduce | reduce_scatter | all_gather | broadcast | reduce | all_to_all``.
         seed: seeds the random data and the model.
+        algorithm: one of :func:`ringlab.collectives.algorithms_for` ``(collective)``; default ``"ring"``
+            where it exists, else the collective's first algorithm.
+        root: root rank of broadcast / reduce; must be below every world size.
 
     Returns:
         :class:`VerifyReport`; ``report.ok`` is False if any check failed.
 
     Raises:
-        ValueError / TypeError for unknown names, bad world sizes, or incompatible options.
+        ValueError / TypeError for unknown names, bad world sizes, roots or incompatible options.
     """
     dt = resolve_dtype(dtype)
     check_op(op, dt)
-    if collective not in COLLECTIVES:
-        raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}; got {collective!r}")
+    names = algorithms_for(collective)
+    algorithm = algorithm or ("ring" if "ring" in names else names[0])
+    algo = get_algorithm(collective, algorithm)
     if input not in INPUTS:
         raise ValueError(f"input must be one of {', '.join(INPUTS)}; got {input!r}")
     sizes = [int(n) for n in world_sizes]
     if not sizes or min(sizes) < 1:
         raise ValueError(f"world_sizes must be a non-empty list of integers >= 1, got {list(world_sizes)!r}")
+    if algo.rooted and not 0 <= root < min(sizes):
+        raise ValueError(f"root must be in [0, {min(sizes) - 1}] for world sizes {sizes}, got {root}")
+    if not algo.rooted and root != 0:
+        raise ValueError(f"root applies to broadcast and reduce only, not {collective}")
     model = None
     if input == "gradients":
         if numel is not None:
@@ -162,8 +192,9 @@ def verify(world_sizes=DEFAULT_WORLD_SIZES, numel: int | None = None, dtype="flo
             x, full = buckets[n].grads.astype(dt), buckets[n].full_batch
         else:
             x, full = _random(rng, n, numel, dt, op), None
-        rows.append(_check(collective, x, op, full))
-    return VerifyReport(collective, "ring", op, str(dt), input, tuple(rows), model)
+        rows.append(_check(collective, algorithm, x, op, full, root))
+    return VerifyReport(collective, algorithm, op, str(dt), input, tuple(rows), model,
+                        root if algo.rooted else None)
 
 
 def _random(rng, n: int, numel: int, dt: np.dtype, op: str) -> np.ndarray:
@@ -175,32 +206,28 @@ def _random(rng, n: int, numel: int, dt: np.dtype, op: str) -> np.ndarray:
     return rng.integers(info.min, info.max, size=(n, numel), endpoint=True, dtype=dt)
 
 
-def _check(collective: str, x: np.ndarray, op: str, full: np.ndarray | None) -> VerifyRow:
+def _check(collective: str, algorithm: str, x: np.ndarray, op: str, full: np.ndarray | None,
+           root: int) -> VerifyRow:
     n, numel = x.shape[0], x[0].size
     itemsize = x.dtype.itemsize
     nbytes = numel * itemsize
-    if collective == "all_gather":
-        shards = np.array_split(x[0].reshape(-1), n)  # rank r contributes chunk r of rank 0's data
-        res = all_gather(shards)
-        got, expected, tol = res.outputs, x[0].reshape(-1), None
-        closed, ideal, steps = ring_all_gather_bytes(n, numel, itemsize), (n - 1) / n * nbytes, n - 1
-        err, within = max_error(got, expected, None) if not is_floating(x.dtype) else _exact_float(got, expected)
-    else:
-        expected, tol = direct_reduce(x, op)
-        if collective == "all_reduce":
-            res = ring_allreduce(x, op=op)
-            got = res.outputs
-            closed, ideal, steps = ring_all_reduce_bytes(n, numel, itemsize), 2 * (n - 1) / n * nbytes, 2 * (n - 1)
-        else:
-            res = reduce_scatter(x, op=op)
-            got = np.concatenate([np.asarray(o).reshape(-1) for o in res.outputs])[None]
-            expected = expected.reshape(-1)
-            tol = None if tol is None else tol.reshape(-1)
-            closed, ideal, steps = ring_reduce_scatter_bytes(n, numel, itemsize), (n - 1) / n * nbytes, n - 1
+    algo = get_algorithm(collective, algorithm)
+    # all_gather: rank r contributes chunk r of rank 0's data, so the gathered message is rank 0's row
+    inputs = np.array_split(x[0].reshape(-1), n) if collective == "all_gather" else x
+    res = run_collective(collective, algorithm, inputs, op=op, root=root)
+    expected, tol = expected_outputs(collective, inputs, op=op, root=root)
+    got = res.outputs
+    if collective == "reduce_scatter":
+        got = np.concatenate([np.asarray(o).reshape(-1) for o in got])[None]
+    if collective in ("all_reduce", "reduce_scatter", "reduce") or not is_floating(x.dtype):
         err, within = max_error(got, expected, tol)
+    else:
+        err, within = _exact_float(got, expected)
+    identical = bit_identical(got) if collective in ("all_reduce", "all_gather", "broadcast") else None
+    closed = algo.bytes_sent(n, numel, itemsize, root)
     t = res.traffic
     bytes_match = bool(np.array_equal(t.bytes_sent, closed) and t.bytes_sent.sum() == t.bytes_received.sum())
-    if collective == "all_reduce":
+    if (collective, algorithm) == ("all_reduce", "ring"):
         bytes_match &= int(t.bytes_sent.sum()) == 2 * (n - 1) * nbytes
     fb_err = fb_ok = None
     if full is not None and op in ("sum", "avg") and collective == "all_reduce":
@@ -209,12 +236,16 @@ def _check(collective: str, x: np.ndarray, op: str, full: np.ndarray | None) -> 
         slack = (unit_roundoff(x.dtype) + FULL_BATCH_RTOL) * np.abs(full).max(initial=0.0)
         diff = np.abs(mean - full.astype(np.float64))
         fb_err, fb_ok = float(diff.max(initial=0.0)), bool((diff <= avg_tol + slack).all())
-    return VerifyRow(n, numel, nbytes, int(t.bytes_sent.min()), int(t.bytes_sent.max()), ideal, bytes_match,
-                     int(t.bytes_sent.sum()), err, within, bit_identical(got), t.steps, t.steps == steps, fb_err, fb_ok)
+    steps = algo.num_steps(n)
+    return VerifyRow(n, numel, nbytes, int(t.bytes_sent.min()), int(t.bytes_sent.max()),
+                     bus_factor(collective, n) * nbytes, bytes_match, int(t.bytes_sent.sum()), err, within, identical,
+                     t.steps, t.steps == steps, fb_err, fb_ok, algo.bit_identical)
 
 
 def _exact_float(got: np.ndarray, expected: np.ndarray) -> tuple[float, bool]:
-    """all_gather only copies: floats must come back bit for bit."""
-    same = bit_identical(np.concatenate([expected[None], got.reshape(got.shape[0], -1)]))
-    diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+    """Copies (all_gather, broadcast, all_to_all) must come back bit for bit."""
+    e = np.broadcast_to(expected, got.shape)
+    same = bool(np.array_equal(np.ascontiguousarray(got).reshape(-1).view(np.uint8),
+                               np.ascontiguousarray(e).reshape(-1).view(np.uint8)))
+    diff = np.abs(got.astype(np.float64) - e.astype(np.float64))
     return float(np.nan_to_num(diff).max(initial=0.0)), same

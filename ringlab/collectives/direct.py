@@ -1,0 +1,35 @@
+"""Naive direct all-reduce: every rank sends its whole message to every other rank in one step.
+
+Each rank then holds all N inputs and reduces them itself: ``(N - 1) M`` bytes sent per rank, N times
+the ring's volume for large N, in a single step (the lowest latency of all). Within the step the
+incoming messages are folded into the receiver's own copy in ascending source rank, so rank r
+computes ``((x_r + x_0) + x_1) + ...`` (skipping r).
+
+Bit-identity: because every rank starts its sum from its own value, the ranks add in different
+orders. Integer sum/prod (modular) and max/min agree exactly everywhere, but for floats ranks 0 and
+1 agree (``x_1 + x_0 == x_0 + x_1``) while ranks >= 2 can differ from them in the last bits, so
+replicas updated from such a gradient drift apart. Every other all-reduce here computes each
+element once, in one place, and copies it: that is why they end bit-identical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .halving_doubling import _check_itemsize
+from .ring import _check_world_size
+from .schedule import Schedule, Transfer, chunk_sizes
+
+
+def direct_all_reduce(world_size: int) -> Schedule:
+    """One step of ``N (N - 1)`` whole-message transfers, reduced at each receiver in ascending source rank."""
+    n = _check_world_size(world_size)
+    step = tuple(Transfer(src, dst, 0, True) for src in range(n) for dst in range(n) if src != dst)
+    return Schedule("all_reduce", "direct", n, 1, (step,) if n > 1 else (), ((0,),) * n, ((0,),) * n,
+                    "every rank sends its message to every other rank; receivers fold in source-rank order")
+
+
+def direct_all_reduce_bytes(world_size: int, numel: int, itemsize: int) -> np.ndarray:
+    """``(N - 1) * numel * itemsize`` for every rank."""
+    n = _check_world_size(world_size)
+    return np.full(n, (n - 1) * int(chunk_sizes(numel, 1)[0]) * _check_itemsize(itemsize), dtype=np.int64)

@@ -1,0 +1,31 @@
+"""Lazy matplotlib import shared by the figure modules."""
+
+from __future__ import annotations
+
+
+def pyplot():
+    """Return ``matplotlib.pyplot``; ImportError naming the extra when matplotlib is missing."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("figures need matplotlib: pip install 'ringlab[lab]'") from exc
+    return plt
+
+
+def widgets():
+    """Return the ``ipywidgets`` module; ImportError naming the extra when it is missing."""
+    try:
+        import ipywidgets
+    except ImportError as exc:  # pragma: no cover
+        raise ImportError("explorers need ipywidgets: pip install 'ringlab[lab]'") from exc
+    return ipywidgets
+
+
+def png_bytes(fig, dpi: int = 80) -> bytes:
+    """Render ``fig`` to PNG bytes and close it (for ``ipywidgets.Image``, which emits no cell output)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    pyplot().close(fig)
+    return buf.getvalue()
