@@ -21,7 +21,7 @@ demo: install
 	$(PY) -m ringlab verify
 
 test: install
-	$(PY) -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
+	$(PY) -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 
 lab: install
 	$(VENV)/bin/jupyter lab notebooks/
