@@ -8,7 +8,8 @@ Typical notebook cell::
 
 from __future__ import annotations
 
-from .registry import EXERCISES, Exercise, get_exercise
+from .exercise import Exercise
+from .registry import EXERCISES, get_exercise
 from .result import GradeResult
 
 

@@ -45,7 +45,7 @@ def _p2() -> dict:
         "fsdp_gb": fsdp.bytes_sent_per_rank / GB, "sgo_bytes": sgo.bytes_sent_per_rank,
         "ratio": fsdp.bytes_sent_per_rank / ddp.bytes_sent_per_rank,
         "ddp_mem_gb": ddp.memory.total / GB, "fsdp_mem_gb": fsdp.memory.total / GB,
-        "fsdp_param_shard": fsdp.memory.params, "sgo_mem_gb": sgo.memory.total / GB,
+        "sgo_mem_gb": sgo.memory.total / GB,
         "link_gbs": ndr.bandwidth / GB, "alpha_us": ndr.alpha * 1e6, "ddp_s": ddp.time(ndr), "fsdp_s": fsdp.time(ndr),
         "meas_s": seconds, "algbw_gbs": algbw / GB,
         "busbw_gbs": bus_bandwidth("all_reduce", m, seconds, n) / GB,
@@ -111,12 +111,11 @@ def _p5() -> dict:
         "ds_layers": ds.num_hidden_layers, "ds_rank": ds.kv_lora_rank, "ds_rope": ds.qk_rope_head_dim,
         "ds_heads": ds.num_attention_heads, "ds_per_token": kv_cache_bytes_per_token(ds, "bf16"),
         "window": mistral.sliding_window, "long_ctx": long_ctx,
-        "mistral_per_token": kv_cache_bytes_per_token(mistral, "fp16"),
         "mistral_long_gib": kv_cache_bytes(mistral, long_ctx, dtype="fp16") / GiB,
         "mistral_unwindowed_gib": kv_cache_bytes_per_token(mistral, "fp16") * long_ctx / GiB,
         "tp8_heads": kv_heads_per_rank(m, 8), "tp8_gib": kv_cache_bytes(m, tokens, seqs, "fp16", tp=8) / GiB,
         "tp16_heads": kv_heads_per_rank(m, 16), "tp16_gib": kv_cache_bytes(m, tokens, seqs, "fp16", tp=16) / GiB,
-        "odd_tokens": tokens + 1, "block": 16,
+        "odd_tokens": tokens + 1, "block": 16, "paged_tokens": -(-(tokens + 1) // 16) * 16,
         "paged": kv_cache_bytes(m, tokens + 1, seqs, "fp16", block_size=16),
         "unpaged": kv_cache_bytes(m, tokens + 1, seqs, "fp16"),
     }
@@ -205,7 +204,7 @@ def _p9() -> dict:
                 wrong[dst] += x[r, chunk]
     numel = 2**20
     return {
-        "n": n, "right": f"{right[0]:,.0f}", "wrong": ", ".join(f"{v:,.0f}" for v in wrong),
+        "n": n, "last": n - 1, "right": f"{right[0]:,.0f}", "wrong": ", ".join(f"{v:,.0f}" for v in wrong),
         "numel": numel, "rs_bytes": int(ring_reduce_scatter_bytes(n, numel, 4)[0]), "nbytes": numel * 4,
         "steps": n - 1,
     }
@@ -220,7 +219,7 @@ def _p10() -> dict:
     sim = pipeline_schedule(p, m, "1f1b")
     wall = Fraction(p - 1, m + p - 1)
     return {
-        "p": p, "m": m, "v": v, "p1": p - 1, "mp1": m + p - 1,
+        "p": p, "m": m, "v": v, "p1": p - 1,
         "ideal": bubble_fraction(p, m), "total": bubble_fraction(p, m, relative_to="total"),
         "wall_frac": f"{wall.numerator}/{wall.denominator}",
         "slots": sim.makespan, "busy": sim.makespan - int(sim.idle_slots()[0]), "idle": int(sim.idle_slots()[0]),
@@ -228,6 +227,7 @@ def _p10() -> dict:
         "gpipe_peak": int(peak_in_flight(p, m, "gpipe")[0]), "f1b_peak": int(peak_in_flight(p, m, "1f1b")[0]),
         "inter": bubble_fraction(p, m, "interleaved-1f1b", v),
         "inter_peak": int(peak_in_flight(p, m, "interleaved-1f1b", v)[0]),
+        "inter_peak_eq": int(peak_in_flight(p, m, "interleaved-1f1b", v)[0]) / v,
         "zb": bubble_fraction(p, m, "zb-h1"), "m4": 4 * m, "ideal_m4": bubble_fraction(p, 4 * m),
     }
 

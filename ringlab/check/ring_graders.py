@@ -16,7 +16,8 @@ import numpy as np
 
 from ringlab.collectives import Schedule, Transfer, chunk_sizes, replay
 
-from .engine import CaseFailure
+from .engine import CaseFailure, run_grader
+from .exercise import Exercise
 from .result import TrafficRow
 
 EDGE_WORLD_SIZES = (1, 2, 3, 4, 5, 7, 8, 13)
@@ -232,3 +233,49 @@ def check_reduce_scatter_rank(fn, world_size: int, numel: int, seed: int) -> Non
         if not row.ok:
             raise CaseFailure(f"rank {row.rank} sent {row.reported} bytes in total, expected {row.expected} "
                               "(every chunk but the one it ends with, once)", table)
+
+
+def _ring_allreduce(fn):
+    return run_grader("ex01", "ring_allreduce", fn, check_ring_allreduce, edge_cases(),
+                      case_strategy(), "every rank holds the sum and every step's bytes match the rotation")
+
+
+def _ring_schedule(fn):
+    return run_grader("ex02", "ring_chunk_to_send", fn, check_ring_schedule, schedule_cases(),
+                      passed_message="your rotation gives a correct ring all-reduce at every world size tried")
+
+
+def _reduce_scatter_rank(fn):
+    return run_grader("ex03", "ring_reduce_scatter_rank", fn, check_reduce_scatter_rank, edge_cases(),
+                      case_strategy(max_world_size=8, max_numel=40),
+                      "every rank ends with one fully reduced chunk and sent every other chunk once")
+
+
+EXERCISES = (
+        Exercise("ex01", "ex01_ring_allreduce", "ring_allreduce", "Ring all-reduce with byte counts", "P1",
+                 _ring_allreduce, (
+                     "Split with np.array_split(a, N): chunk sizes differ by one when N does not divide numel, "
+                     "and numel // N drops the remainder.",
+                     "In the reduce-scatter phase a rank forwards its running partial sum, not its original "
+                     "chunk: the receiver adds what arrived to its own copy and sends that sum on the next step.",
+                     "Keep a per-step list of bytes: at each step rank r sends exactly one chunk, "
+                     "chunk (r - s) % N in reduce-scatter and (r + 1 - s) % N in all-gather; count its nbytes.",
+                 )),
+        Exercise("ex02", "ex02_ring_schedule", "ring_chunk_to_send", "The ring rotation", "P1", _ring_schedule, (
+            "Every rank sends one chunk per step and the chunk index must change with the step; "
+            "otherwise the same chunk travels and the others never move.",
+            "Follow one chunk: if rank r sends chunk c at step s, rank r + 1 should send the same chunk c "
+            "(now with two contributions) at step s + 1.",
+            "After N - 1 reduce-scatter steps rank r holds the finished chunk it received last; in the "
+            "all-gather phase it must send that chunk first.",
+        )),
+        Exercise("ex03", "ex03_ring_reduce_scatter", "ring_reduce_scatter_rank",
+                 "Ring reduce-scatter as a per-rank loop (P9 without torch)", "P9", _reduce_scatter_rank, (
+                     "Each rank calls exchange exactly world_size - 1 times; exchange sends to rank + 1 and "
+                     "returns what rank - 1 sent in the same step.",
+                     "The widely copied version sends the original chunk every step and only adds when the "
+                     "received index equals its rank: for N > 2 most contributions never reach their owner.",
+                     "Send chunk (rank - step) % N from your working copy, add what you receive into chunk "
+                     "(rank - step - 1) % N of your working copy; you end owning chunk (rank + 1) % N.",
+                 )),
+)

@@ -14,8 +14,8 @@ Kernel layout (one program per block of BLOCK_ROWS rows, a [BLOCK_ROWS, BLOCK_D]
 - ``D > BLOCK_D``: a first loop over column blocks merges each block's (mean, M2) into the
   running ones with Chan, Golub & LeVeque's pairwise update (the block form of Welford's
   one-pass algorithm), so the row is never summed as raw ``sum(x^2)``; a second loop reloads
-  ``x`` and writes ``y``. The merge formulas are in :mod:`ringlab.labs.layernorm_ref`, the
-  numpy reference that follows the same order of operations.
+  ``x`` and writes ``y`` (so x is read twice from HBM). The merge formulas are in
+  :mod:`ringlab.labs.layernorm_ref`, the numpy reference that follows the same steps.
 - Statistics are accumulated in fp32 whatever the input dtype; ``y`` is written in the input
   dtype; ``mean`` and ``rstd`` are stored per row (fp32) for a backward pass.
 - ``weight`` and ``bias`` are loaded once per program per column block and broadcast over
@@ -29,7 +29,12 @@ Where it runs (decided when this module is imported):
   numpy. Triton reads that variable when a function is decorated, so if ``triton`` was
   already imported by then without it the import of this module raises RuntimeError (import
   this module first, or set the variable before starting Python) rather than mixing modes.
-- ``TRITON_INTERPRET=1`` set by the user: interpreter, even when a GPU is present.
+- ``TRITON_INTERPRET=1`` set by the user: interpreter (CPU tensors), even when a GPU is present.
+
+Triton's interpreter (3.9) narrows fp32 to bf16 by truncation instead of round-to-nearest-even,
+so there a bf16 output is written to an fp32 buffer and rounded by torch; fp32 and fp16 are
+stored by the kernel directly. :func:`launch` runs any kernel with the signature of
+:func:`layer_norm_fwd_kernel` (for grading a learner's kernel at awkward D).
 
 ``import ringlab`` and ``import ringlab.labs`` do not load this module; importing it loads
 torch and triton (``pip install 'ringlab[torch,triton]'``).
@@ -37,6 +42,7 @@ torch and triton (``pip install 'ringlab[torch,triton]'``).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import sys
@@ -46,6 +52,9 @@ try:
     import torch
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("ringlab.labs.layernorm needs torch: pip install 'ringlab[torch]'") from exc
+
+if importlib.util.find_spec("triton") is None:
+    raise ImportError("ringlab.labs.layernorm needs triton: pip install 'ringlab[triton]'")
 
 # Same spellings Triton's getenv_bool accepts (checked against triton 3.9).
 _TRUTHY = {"1", "true", "on", "yes", "y"}
@@ -75,11 +84,8 @@ def _choose_mode() -> bool:
 INTERPRET: bool = _choose_mode()
 """True when kernels run in Triton's CPU interpreter, False when they are compiled for CUDA."""
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("ringlab.labs.layernorm needs triton: pip install 'ringlab[triton]'") from exc
+import triton  # noqa: E402 - only after TRITON_INTERPRET is settled
+import triton.language as tl  # noqa: E402
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 

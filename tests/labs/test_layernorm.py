@@ -328,3 +328,44 @@ def test_kernel_compiles_for_gpus_without_one(ln, tmp_path):
     env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1", CUDA_VISIBLE_DEVICES="")
     done = subprocess.run([sys.executable, "-c", COMPILE_FOR_GPU], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+LEARNER_KERNEL = '''
+import triton
+import triton.language as tl
+
+from ringlab.labs.layernorm import normalise_and_store
+
+
+@triton.jit
+def kernel(X, Y, W, B, Mean, Rstd, n_rows, n_cols, stride_x, stride_y, eps,
+           HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+           BLOCK_ROWS: tl.constexpr, BLOCK_D: tl.constexpr, ONE_BLOCK: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = tl.arange(0, BLOCK_D)
+    row_mask = rows < n_rows
+    col_mask = cols < n_cols
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=row_mask[:, None] & col_mask[None, :], other=0.0)
+    x = x.to(tl.float32)
+    mean = tl.sum(x, axis=1) / n_cols
+    diff = x - mean[:, None]  # the classic slip: padded columns add mean**2 each to the variance
+    rstd = 1.0 / tl.sqrt(tl.sum(diff * diff, axis=1) / n_cols + eps)
+    normalise_and_store(x, mean, rstd, Y, W, B, stride_y, rows, cols, row_mask, col_mask, HAS_WEIGHT, HAS_BIAS)
+    tl.store(Mean + rows, mean, mask=row_mask)
+    tl.store(Rstd + rows, rstd, mask=row_mask)
+'''
+
+
+def test_launch_runs_a_kernel_from_another_file_and_awkward_d_exposes_it(ln, device, tmp_path):
+    """How a grader would run a learner's kernel: same launch, caught only where D is not a power of two."""
+    path = tmp_path / "learner_layernorm.py"
+    path.write_text(LEARNER_KERNEL)
+    spec = importlib.util.spec_from_file_location("learner_layernorm", path)
+    learner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learner)
+    for d, should_match in [(128, True), (127, False)]:
+        x, weight, bias = make_inputs(5, d, torch.float32, device, seed=d)
+        x = x + 1  # a non-zero mean, so the slip shows
+        out = ln.launch(learner.kernel, x, weight, bias, block_d=128)
+        ref = torch.nn.functional.layer_norm(x, (d,), weight, bias, 1e-5)
+        assert torch.allclose(out.y, ref, rtol=0, atol=1e-5) == should_match

@@ -1,4 +1,7 @@
 """Chunks of numel // N elements: the remainder elements at the end are never reduced."""
+
+# words the grader's first failure message must contain
+EXPECT = ['rank', 'element', 'expected']
 import numpy as np
 
 

@@ -1,4 +1,7 @@
 """The chunk index does not rotate with the step: every rank sends chunk r at every step."""
+
+# words the grader's first failure message must contain
+EXPECT = ['rank', 'element', 'expected']
 import numpy as np
 
 

@@ -1,4 +1,7 @@
 """Correct values, but counts the bytes of the whole buffer at every step."""
+
+# words the grader's first failure message must contain
+EXPECT = ['rank', 'bytes at step', 'expected']
 import numpy as np
 
 

@@ -1,4 +1,7 @@
 """Right values, but sends the whole buffer every step (N times the traffic)."""
+
+# words the grader's first failure message must contain
+EXPECT = ['rank', 'bytes in total', 'expected']
 import numpy as np
 
 

@@ -1,4 +1,7 @@
 """Calls exchange one time too few on rank 0: real processes would hang."""
+
+# words the grader's first failure message must contain
+EXPECT = ['exchange', 'hang']
 import numpy as np
 
 

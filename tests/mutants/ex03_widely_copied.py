@@ -1,6 +1,9 @@
 """The widely copied wrong version: every step sends the ORIGINAL chunk (never a partial sum)
 and adds what it receives only when the received chunk index equals its rank. Right for N = 2,
 wrong for N > 2."""
+
+# words the grader's first failure message must contain
+EXPECT = ['rank', 'element', 'expected']
 import numpy as np
 
 

@@ -1,0 +1,184 @@
+"""Practice cards: every card renders completely, the CLI shows them, and the numbers on the cards
+equal figures worked out by hand from PROBLEMS.md (typed here as literals, never read from the code)."""
+
+from __future__ import annotations
+
+import io
+import re
+import string
+import subprocess
+import sys
+from importlib import resources
+
+import pytest
+
+from ringlab.check.cards import CARD_VALUES, SECTIONS, card_ids, load_card
+from ringlab.commands import practice
+
+ALL_IDS = [f"P{i}" for i in range(1, 13)]
+
+
+@pytest.fixture(scope="module")
+def cards():
+    return {cid: load_card(cid) for cid in ALL_IDS}
+
+
+def _source(cid: str) -> str:
+    return resources.files("ringlab.check").joinpath("cards", f"P{int(cid[1:]):02d}.md").read_text(encoding="utf-8")
+
+
+def test_twelve_cards_in_problem_order():
+    assert card_ids() == ALL_IDS
+    assert sorted(CARD_VALUES, key=lambda c: int(c[1:])) == ALL_IDS
+
+
+@pytest.mark.parametrize("cid", ALL_IDS)
+def test_card_renders_without_leftover_fields(cards, cid):
+    card = cards[cid]
+    text = card.text(reveal=True)
+    assert "{" not in text and "}" not in text, f"{cid} has an unfilled or stray brace"
+    assert "**" not in _source(cid), f"{cid}: Markdown bold shows as asterisks in a terminal"
+    for section in SECTIONS:
+        assert f"## {section}" in _source(cid)
+    assert len(card.question) > 150 and "?" in card.question
+    assert len(card.answer) > 800
+    assert len(card.followups) > 300
+
+
+@pytest.mark.parametrize("cid", ALL_IDS)
+def test_values_and_fields_match(cid):
+    """Every field the text uses is computed, and every computed value is used (no dead values)."""
+    used = {name for _, name, _, _ in string.Formatter().parse(_source(cid)) if name}
+    assert used == set(CARD_VALUES[cid]())
+
+
+@pytest.mark.parametrize("cid", ALL_IDS)
+def test_followups_come_with_answers(cards, cid):
+    items = [i for i in re.split(r"^- ", cards[cid].followups, flags=re.M) if i.strip()]
+    assert len(items) >= 3, f"{cid} has {len(items)} follow-ups"
+    for item in items:
+        question, mark, answer = item.partition("?")
+        assert mark and len(answer.split()) >= 8, f"{cid}: follow-up without a worked answer: {item[:60]!r}"
+
+
+# Figures derived by hand from the inputs in PROBLEMS.md (the derivation is in each comment).
+EXPECTED = {
+    "P2": [
+        "27,562,500,000",  # 2 x 63/64 x 14e9
+        "41,343,750,000",  # 3 x 63/64 x 14e9
+        "13,781,250,000",  # one all-gather: 63/64 x 14e9
+        "1.5x DDP",
+        "13.04 GiB",  # 14e9 / 2**30
+        "112.0 GB",  # 7e9 x (2 + 2 + 12) B
+        "1.75 GB",  # 112 GB / 64
+        "45.94 GB/s",  # 14e9 / 0.6 s x 126/64
+    ],
+    "P3": [
+        "64 FLOP/B",  # 512e9 / 8e9
+        "153 FLOP/B",  # 312e12 / 2.039e12 = 153.0
+        "3.92 ms",  # 8e9 / 2.039e12
+        "1.64 ms",  # 512e9 / 312e12
+        "4.0 ms",  # 8e9 / 2e12
+        "5.14 ms",  # 8e9 / 1.555e12
+        "989 TFLOP/s dense",
+        "295 -> 591",  # 989e12 / 3.35e12, 1979e12 / 3.35e12
+        "2,147,483,648 B",  # 4 tensors x 2**28 x 2 B
+        "1,073,741,824 B",  # 2 tensors x 2**28 x 2 B
+    ],
+    "P4": ["17,280 ticks", "138,240 rows"],  # 86400 / 5, x 8 GPUs
+    "P5": [
+        "327,680 B",  # 2 x 80 x 8 x 128 x 2
+        "42,949,672,960 B",  # x 4096 x 32
+        "42.9 GB",
+        "40.0 GiB",  # 42,949,672,960 / 2**30
+        "343,597,383,680 B",  # with 64 heads: 8x
+        "40,960 B per token",  # MQA: 2 x 80 x 1 x 128 x 2
+        "70,272 B per token",  # DeepSeek-V3: 61 x (512 + 64) x 2
+        "0.5 GiB",  # Mistral window: 32 x 4096 x 2 x 8 x 128 x 2 / 2**30
+        "4,112 token slots",  # 4097 rounded up to 16
+    ],
+    "P6": ["264 B per rank", "39,321,600 B"],  # 3 x 88; 2 x 3/4 x 25 MiB
+    "P7": ["220.5 GB vs 27.56 GB", "96.5 GB saved", "14.0 GB"],  # 8 x 27.5625; 7 x 13.78125; 7e9 x 2
+    "P8": [
+        "4.64 ms",  # (7,504,924,672 x 2 + 536,870,912) / 3.35e12
+        "0.537 GB per sequence",  # 2 x 32 x 8 x 128 x 2 x 4096
+        "0.160 ms",  # 536,870,912 / 3.35e12
+        "297 ms",  # naive: 64 x 4.6408 ms
+        "memory allows B = 104",  # (72e9 - 16,060,522,496) // 536,870,912
+        "B = 96 (bound by latency)",  # (15,009,849,344 + 96 x 536,870,912) / 3.35e12 = 19.87 ms; 97 -> 20.03
+        "19.87 ms",
+        "6,240",  # 3.35e12 / 536,870,912
+    ],
+    "P9": ["1,111 on every rank", "1,001, 11, 110, 1,100", "3,145,728 B"],  # 3/4 x 4 MiB
+    "P10": [
+        "0.4375",  # 7/16
+        "7/23 = 0.304",
+        "69 slots",  # (16 + 7) x 3 slots
+        "21 idle",  # 7 x 3
+        "0.21875",  # 7/32
+        "0.1458",  # 7/48
+        "0.1094",  # 7/64
+    ],
+    "P11": [
+        "234,881,024 FLOPs",  # 7 x 8192 x 4096
+        "134,234,112 B",  # (2 x 8192 x 4096 + 2 x 4096) x 2
+        "3,192 lanes",  # 8192 - 5000
+        "5 iterations",
+        "904 real columns and 120 masked",
+        "16,384 B per row",  # 2 x 4096 x 2
+    ],
+    "P12": [
+        "18x",  # 900 / 50
+        "9x",  # 450 / 50
+        "400/8 = 50 GB/s",
+        "= 1.750 M",  # 2 x 7/8
+        "= 0.875 M",  # 7/8
+        "= 3 M",  # binomial root: ceil(log2 8)
+        "126 steps",  # 2 x 63
+    ],
+}
+
+
+@pytest.mark.parametrize("cid", sorted(EXPECTED, key=lambda c: int(c[1:])))
+def test_card_numbers_match_hand_derivation(cards, cid):
+    text = cards[cid].text(reveal=True)
+    missing = [s for s in EXPECTED[cid] if s not in text]
+    assert not missing, f"{cid} lacks {missing}"
+
+
+def test_list_shows_all_twelve(capsys):
+    assert practice.main([]) == 0
+    out = capsys.readouterr().out
+    for cid in ALL_IDS:
+        assert re.search(rf"^\s*{cid}\s+\S", out, flags=re.M), cid
+    assert "Pipeline bubble" in out
+
+
+def test_reveal_prints_question_and_answer(capsys):
+    assert practice.main(["P2", "--reveal"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("QUESTION") < out.index("ANSWER") < out.index("FOLLOW-UPS")
+    assert "41,343,750,000" in out and "press Enter" not in out
+
+
+def test_waits_for_enter_then_answers(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n"))
+    assert practice.main(["p2"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("press Enter") < out.index("ANSWER")
+
+
+def test_closed_stdin_prints_the_answer():
+    proc = subprocess.run([sys.executable, "-m", "ringlab", "practice", "P2"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "ANSWER" in proc.stdout and "27,562,500,000" in proc.stdout
+
+
+@pytest.mark.parametrize("bad", ["P13", "P0", "X2", "2.5"])
+def test_unknown_card_is_a_clear_error(capsys, bad):
+    with pytest.raises(SystemExit) as exc:
+        practice.main([bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"unknown card {bad!r}" in err and "P1, P2" in err and "P12" in err
