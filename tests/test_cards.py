@@ -41,7 +41,7 @@ def test_card_renders_without_leftover_fields(cards, cid):
     for section in SECTIONS:
         assert f"## {section}" in _source(cid)
     assert len(card.question) > 150 and "?" in card.question
-    assert len(card.answer) > 800
+    assert len(card.answer) > 600
     assert len(card.followups) > 300
 
 

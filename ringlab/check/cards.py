@@ -169,7 +169,8 @@ def _p8() -> dict:
     big = decode_step("llama-2-70b", hw, 1, ctx)
     return {
         "model": model, "hw": hw, "ctx": ctx, "sla_ms": sla * 1e3, "bw_tb": bw / 1e12,
-        "w_gb": sweep.weight_bytes / GB, "streamed_gb": float(sweep.bytes_per_step[0] - sweep.kv_bytes_per_sequence) / GB,
+        "w_gb": sweep.weight_bytes / GB,
+        "streamed_gb": float(sweep.bytes_per_step[0] - sweep.kv_bytes_per_sequence) / GB,  # B = 1: weights only
         "kv_seq_gb": sweep.kv_bytes_per_sequence / GB,
         "t1_ms": sweep.step_time_s[0] * 1e3, "t64_ms": sweep.step_time_s[1] * 1e3,
         "tps1": sweep.tokens_per_s[0], "tps64": sweep.tokens_per_s[1],
@@ -179,7 +180,8 @@ def _p8() -> dict:
         "bound_by": best.bound_by, "t_sla_ms": best.step.step_time_s * 1e3, "tps_sla": best.step.tokens_per_s,
         "cap_gb": best.step.memory_capacity / GB, "mem_gb": mem / GB,
         "mem_frac": best.step.memory_capacity / mem, "mfu_sla": best.step.mfu,
-        "big_w_gb": big.weight_bytes / GB, "tp": tp_size, "tp_sla_ms": tp_sla * 1e3, "tp_b": tp.batch_size, "tp_bound": tp.bound_by,
+        "big_w_gb": big.weight_bytes / GB, "tp": tp_size, "tp_sla_ms": tp_sla * 1e3,
+        "tp_b": tp.batch_size, "tp_bound": tp.bound_by,
         "tp_w_gb": tp.step.weight_bytes / GB, "tp_comm_ms": tp.step.comm_time_s * 1e3,
         "tp_t_ms": tp.step.step_time_s * 1e3, "tp_tps": tp.step.tokens_per_s,
     }
@@ -218,6 +220,7 @@ def _p10() -> dict:
     p, m, v = 8, 16, 2
     sim = pipeline_schedule(p, m, "1f1b")
     wall = Fraction(p - 1, m + p - 1)
+    inter_peak = int(peak_in_flight(p, m, "interleaved-1f1b", v)[0])
     return {
         "p": p, "m": m, "v": v, "p1": p - 1,
         "ideal": bubble_fraction(p, m), "total": bubble_fraction(p, m, relative_to="total"),
@@ -226,8 +229,7 @@ def _p10() -> dict:
         "sim_ideal": sim.bubble_fraction(),
         "gpipe_peak": int(peak_in_flight(p, m, "gpipe")[0]), "f1b_peak": int(peak_in_flight(p, m, "1f1b")[0]),
         "inter": bubble_fraction(p, m, "interleaved-1f1b", v),
-        "inter_peak": int(peak_in_flight(p, m, "interleaved-1f1b", v)[0]),
-        "inter_peak_eq": int(peak_in_flight(p, m, "interleaved-1f1b", v)[0]) / v,
+        "inter_peak": inter_peak, "inter_peak_eq": inter_peak / v,
         "zb": bubble_fraction(p, m, "zb-h1"), "m4": 4 * m, "ideal_m4": bubble_fraction(p, 4 * m),
     }
 
@@ -255,7 +257,7 @@ def _p11() -> dict:
 
 
 def _p12() -> dict:
-    from ringlab.collectives.cost import LINKS, alpha_beta_time, busiest_bytes, crossover
+    from ringlab.collectives.cost import LINKS, alpha_beta_time, busiest_bytes, crossover, latency_terms
 
     n, m = 8, 2**30
     ratio = {f"{c}_{a}": busiest_bytes(c, a, n, m) / m for c, a in (
@@ -270,7 +272,7 @@ def _p12() -> dict:
         "n": n, **ratio, "nv_dir": nv.bandwidth / 1e9, "nv_total": 2 * nv.bandwidth / 1e9,
         "ib_dir": ib.bandwidth / 1e9, "ib_gbit": ib.bandwidth * 8 / 1e9,
         "quoted_ratio": 2 * nv.bandwidth / ib.bandwidth, "fair_ratio": nv.bandwidth / ib.bandwidth,
-        "ib_alpha_us": ib.alpha * 1e6, "big_n": big_n, "ring_steps": 2 * (big_n - 1),
+        "ib_alpha_us": ib.alpha * 1e6, "big_n": big_n, "ring_steps": latency_terms("all_reduce", "ring", big_n),
         "small_mib": small / 2**20, "large_gib": large / 2**30, **times,
         "cross8_mb": crossover("all_reduce", ib, 8)["double_binary_tree"] / 1e6,
         "cross64_mb": crossover("all_reduce", ib, big_n)["double_binary_tree"] / 1e6,
