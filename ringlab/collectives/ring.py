@@ -65,50 +65,32 @@ def ring_all_gather_steps(world_size: int, owner_shift: int) -> list[tuple[Trans
     ]
 
 
+def _ring(collective: str, n: int, steps: list, owns_all_at_start: bool, owns_all_at_end: bool,
+          description: str) -> Schedule:
+    every, own = (tuple(range(n)),) * n, tuple((r,) for r in range(n))
+    return Schedule(collective, "ring", n, n, tuple(steps), every if owns_all_at_start else own,
+                    every if owns_all_at_end else own, description)
+
+
 def ring_all_reduce(world_size: int) -> Schedule:
     """Ring all-reduce schedule: reduce-scatter then all-gather, ``2 (N - 1)`` steps of N transfers."""
     n = _check_world_size(world_size)
-    every = tuple(range(n))
-    return Schedule(
-        collective="all_reduce",
-        algorithm="ring",
-        world_size=n,
-        num_chunks=n,
-        steps=tuple(ring_reduce_scatter_steps(n, 1) + ring_all_gather_steps(n, 1)),
-        inputs=(every,) * n,
-        outputs=(every,) * n,
-        description="reduce-scatter: rank r sends chunk (r - s) % N; all-gather: rank r sends chunk (r + 1 - s) % N",
-    )
+    return _ring("all_reduce", n, ring_reduce_scatter_steps(n, 1) + ring_all_gather_steps(n, 1), True, True,
+                 "reduce-scatter: rank r sends chunk (r - s) % N; all-gather: rank r sends chunk (r + 1 - s) % N")
 
 
 def ring_reduce_scatter(world_size: int) -> Schedule:
     """Ring reduce-scatter schedule; rank r ends with the reduced chunk r (torch.distributed placement)."""
     n = _check_world_size(world_size)
-    return Schedule(
-        collective="reduce_scatter",
-        algorithm="ring",
-        world_size=n,
-        num_chunks=n,
-        steps=tuple(ring_reduce_scatter_steps(n, 0)),
-        inputs=(tuple(range(n)),) * n,
-        outputs=tuple((r,) for r in range(n)),
-        description="rank r sends chunk (r - 1 - s) % N and ends with chunk r",
-    )
+    return _ring("reduce_scatter", n, ring_reduce_scatter_steps(n, 0), True, False,
+                 "rank r sends chunk (r - 1 - s) % N and ends with chunk r")
 
 
 def ring_all_gather(world_size: int) -> Schedule:
     """Ring all-gather schedule; rank r contributes chunk r and ends with all N chunks."""
     n = _check_world_size(world_size)
-    return Schedule(
-        collective="all_gather",
-        algorithm="ring",
-        world_size=n,
-        num_chunks=n,
-        steps=tuple(ring_all_gather_steps(n, 0)),
-        inputs=tuple((r,) for r in range(n)),
-        outputs=(tuple(range(n)),) * n,
-        description="rank r sends chunk (r - s) % N, starting with its own chunk r",
-    )
+    return _ring("all_gather", n, ring_all_gather_steps(n, 0), False, True,
+                 "rank r sends chunk (r - s) % N, starting with its own chunk r")
 
 
 def _ring_bytes(world_size: int, numel: int, itemsize: int, skipped_shifts: tuple[int, ...]) -> np.ndarray:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ringlab.collectives import COLLECTIVES, algorithms_for, get_algorithm
+from ringlab.collectives import algorithms_for, get_algorithm
 from ringlab.collectives.cost import bus_factor
 
 from .collectives import expected_outputs, run_collective

@@ -1,0 +1,220 @@
+"""Figures and an explorer for data-parallel gradient traffic (DDP, ZeRO, FSDP) and per-GPU memory.
+
+Every number comes from :func:`ringlab.calc.grad_comm_bytes` (bytes each rank sends per optimizer
+step, per collective, and per-GPU model-state memory); fabrics are the ``Link`` presets of
+:mod:`ringlab.collectives.cost` (``LINKS``). Byte axes are in decimal GB (1e9 B) on the left and
+binary GiB (2**30 B) on the right.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from ringlab.calc import GB, MODELS, GiB, ModelConfig, format_bytes, get_model, grad_comm_bytes
+from ringlab.calc.units import positive_int
+from ringlab.collectives.cost import LINKS, get_link
+
+from ._mpl import png_bytes, pyplot, widgets
+
+STRATEGIES = ("ddp", "zero1", "zero2", "fsdp_shard_grad_op", "fsdp_full_shard", "hybrid_shard")
+GPUS_PER_NODE = 8  # hybrid_shard's shard group, and where a flat ring starts crossing nodes
+P2_PARAMS = 7_000_000_000
+WORLD_SIZES = tuple(2**k for k in range(11))  # 1 .. 1024
+_COLORS = {"ddp": "#0969da", "zero1": "#0969da", "zero2": "#1a7f37", "fsdp_shard_grad_op": "#1a7f37",
+           "fsdp_full_shard": "#cf222e", "hybrid_shard": "#8250df"}
+_STYLES = {"ddp": "-", "zero1": ":", "zero2": "-", "fsdp_shard_grad_op": ":", "fsdp_full_shard": "-",
+           "hybrid_shard": "--"}
+
+
+def model_params(model) -> tuple[int, str]:
+    """``(n_params, label)`` for a preset name / ``ModelConfig`` (its ``param_count()``) or a plain count."""
+    if isinstance(model, (str, ModelConfig)):
+        cfg = get_model(model)
+        return cfg.param_count(), cfg.name
+    n = positive_int(model, "model")
+    return n, f"{n / 1e9:g}e9 params"
+
+
+def strategy_comm(strategy: str, n_params: int, world_size: int, dtype: str = "bf16"):
+    """``grad_comm_bytes`` with hybrid_shard's ``gpus_per_node = min(8, world_size)`` filled in."""
+    gpn = min(GPUS_PER_NODE, world_size) if strategy == "hybrid_shard" else None
+    return grad_comm_bytes(strategy, n_params, world_size, dtype=dtype, gpus_per_node=gpn)
+
+
+def traffic_curves(model=P2_PARAMS, strategies=STRATEGIES, world_sizes=WORLD_SIZES, dtype: str = "bf16"
+                   ) -> dict[str, np.ndarray]:
+    """Bytes each rank sends per optimizer step: ``{strategy: int64 array over world_sizes}``."""
+    n_params, _ = model_params(model)
+    return {s: np.array([strategy_comm(s, n_params, n, dtype).bytes_sent_per_rank for n in world_sizes],
+                        dtype=np.int64) for s in strategies}
+
+
+def gib_axis(ax, log: bool = False):
+    """Right-hand axis in GiB mirroring a left-hand axis in GB."""
+    sec = ax.secondary_yaxis("right", functions=(lambda gb: gb * GB / GiB, lambda gib: gib * GiB / GB))
+    sec.set_ylabel("GiB (2^30 B)")
+    if log:
+        sec.set_yscale("log")
+    return sec
+
+
+def plot_traffic_vs_world_size(model=P2_PARAMS, strategies=STRATEGIES, world_sizes=WORLD_SIZES, dtype: str = "bf16",
+                               highlight: str | None = None, mark: int | None = None, ax=None):
+    """Bytes each rank sends per optimizer step against world size N, one line per strategy.
+
+    Strategies with identical traffic (ddp and zero1; zero2 and fsdp_shard_grad_op without gradient
+    accumulation) share one line and one legend entry. Dotted lines mark 2 x M and 3 x M, the limits of
+    2(N-1)/N x M and 3(N-1)/N x M (M = one full copy of the parameters in ``dtype``).
+    ``highlight`` draws that strategy thicker; ``mark`` puts a dot at that world size on it.
+    Returns the figure. Raises ValueError for unknown names (from ``ringlab.calc``).
+    """
+    plt = pyplot()
+    n_params, label = model_params(model)
+    sizes = np.asarray(world_sizes)
+    curves = traffic_curves(n_params, strategies, sizes, dtype)
+    message = strategy_comm("ddp", n_params, 1, dtype).message_bytes
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    else:
+        fig = ax.figure
+    drawn: list[tuple[np.ndarray, list[str]]] = []
+    for s, y in curves.items():
+        same = next((names for other, names in drawn if np.array_equal(other, y)), None)
+        if same is not None:
+            same.append(s)
+        else:
+            drawn.append((y, [s]))
+    for y, names in drawn:
+        lead = names[0]
+        thick = highlight in names
+        ax.plot(sizes, y / GB, _STYLES[lead], color=_COLORS[lead], lw=2.6 if thick else 1.4,
+                marker="o", ms=3, label=" = ".join(names))
+        if thick and mark is not None and mark in sizes:
+            ax.plot([mark], [y[list(sizes).index(mark)] / GB], "o", ms=9, mfc="none", mec="black", mew=1.5)
+    for k in (2, 3):
+        ax.axhline(k * message / GB, color="0.6", ls=":", lw=1)
+        ax.text(sizes[0], k * message / GB, f" {k} x M", va="bottom", fontsize=8, color="0.35")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("world size N (data-parallel ranks)")
+    ax.set_ylabel("sent per rank per step, GB (1e9 B)")
+    ax.set_ylim(0, 3.35 * message / GB)
+    gib_axis(ax)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"{label}, {dtype}: M = {message / GB:.2f} GB = {message / GiB:.2f} GiB", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_memory_per_gpu(model=P2_PARAMS, world_size: int = 64, strategies=STRATEGIES, dtype: str = "bf16",
+                        highlight: str | None = None, ax=None):
+    """Stacked bars: per-GPU bytes of parameters, gradients and optimizer states for each strategy.
+
+    Mixed-precision Adam as in the ZeRO paper (2 + 2 + 12 bytes per parameter for bf16/fp16), from
+    ``GradComm.memory``; activations and FSDP's one unsharded unit in flight are not included.
+    Returns the figure.
+    """
+    plt = pyplot()
+    n_params, label = model_params(model)
+    mems = [strategy_comm(s, n_params, world_size, dtype).memory for s in strategies]
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    else:
+        fig = ax.figure
+    x = np.arange(len(strategies))
+    bottom = np.zeros(len(strategies))
+    for part, color in (("params", "#0969da"), ("grads", "#1a7f37"), ("optimizer_states", "#bf8700")):
+        values = np.array([getattr(m, part) for m in mems]) / GB
+        ax.bar(x, values, bottom=bottom, color=color, label=part.replace("_", " "))
+        bottom += values
+    for i, (s, total) in enumerate(zip(strategies, bottom)):
+        chosen = s == highlight
+        if chosen:
+            ax.bar(i, total, fill=False, edgecolor="black", lw=2)
+        ax.text(i, total, f"{total:,.1f}", ha="center", va="bottom", fontsize=7,
+                fontweight="bold" if chosen else "normal")
+    ax.set_xticks(x, [s.replace("fsdp_", "fsdp\n") for s in strategies], fontsize=7)
+    ax.set_ylabel("model states per GPU, GB (1e9 B)")
+    ax.set_ylim(0, bottom.max() * 1.15)
+    gib_axis(ax)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{label}, N = {world_size}: memory per GPU", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def comm_time(comm, fabric="nvlink4", inter_node="ib-ndr") -> float:
+    """Seconds of gradient communication per step (alpha-beta, ring, no overlap: ``GradComm.time``).
+
+    Rings inside one node (N <= 8) and hybrid_shard's intra-node collectives run on ``fabric``; a ring
+    spanning more than one 8-GPU node, and hybrid_shard's inter-node all_reduce, run at ``inter_node``
+    (assumes one NIC per GPU as on DGX H100, so the slowest hop of the ring is one NIC's rate).
+    ``fabric`` / ``inter_node``: ``LINKS`` preset names or objects with ``.alpha`` and ``.bandwidth``.
+    """
+    intra, inter = get_link(fabric), get_link(inter_node)
+    spans_nodes = comm.world_size > GPUS_PER_NODE and comm.strategy != "hybrid_shard"
+    return comm.time(inter if spans_nodes else intra, inter)
+
+
+def describe_comm(model, strategy: str, world_size: int, fabric="nvlink4", inter_node="ib-ndr",
+                  dtype: str = "bf16") -> str:
+    """HTML caption: each collective's bytes per rank (GB and GiB), total vs DDP, time on the fabric."""
+    n_params, label = model_params(model)
+    comm = strategy_comm(strategy, n_params, world_size, dtype)
+    ddp = strategy_comm("ddp", n_params, world_size, dtype).bytes_sent_per_rank
+    rows = "".join(f"<tr><td>{c.count} x {c.collective}</td><td>{c.phase}</td><td>{c.group} (N={c.group_size})</td>"
+                   f"<td>{html.escape(format_bytes(c.bytes_sent))}</td></tr>" for c in comm.breakdown)
+    ratio = f"{comm.bytes_sent_per_rank / ddp:.3g} x DDP" if ddp else "nothing to send at N = 1"
+    seconds = comm_time(comm, fabric, inter_node)
+    where = (f"intra-node on {get_link(fabric).name}, inter-node on {get_link(inter_node).name}"
+             if strategy == "hybrid_shard" or world_size <= GPUS_PER_NODE else f"ring spans nodes: "
+             f"{get_link(inter_node).name}")
+    return (f"<b>{html.escape(label)}, {strategy}, N = {world_size}</b><table>{rows}</table>"
+            f"sent per rank per step: <b>{html.escape(format_bytes(comm.bytes_sent_per_rank))}</b> ({ratio})<br>"
+            f"model states per GPU: {html.escape(format_bytes(comm.memory.total))}<br>"
+            f"communication time (alpha-beta, no overlap, {html.escape(where)}): <b>{seconds * 1e3:,.1f} ms</b>")
+
+
+def draw_comm(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size: int = 64, dtype: str = "bf16"):
+    """Two panels: traffic per rank against N (``strategy`` highlighted, ``world_size`` circled) and
+    per-GPU memory of every strategy at ``world_size``. Returns the figure."""
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9))
+    plot_traffic_vs_world_size(model, dtype=dtype, highlight=strategy, mark=world_size, ax=left)
+    plot_memory_per_gpu(model, world_size, dtype=dtype, highlight=strategy, ax=right)
+    fig.tight_layout()
+    return fig
+
+
+def comm_explorer(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size: int = 64,
+                  fabric: str = "nvlink4", inter_node: str = "ib-ndr"):
+    """Widget: model, strategy, world size, intra-node fabric and inter-node link over :func:`draw_comm`.
+
+    Returns an ``ipywidgets.VBox`` of the controls, an HTML caption (:func:`describe_comm`) and an
+    ``Image`` of the figure. The callback only sets widget values (no printing, for nbval); an error
+    from the calculators is shown in the caption.
+    """
+    w = widgets()
+    models = [("7e9 params (P2)", P2_PARAMS)] + [(name, name) for name in MODELS]
+    model_dd = w.Dropdown(options=models, value=model, description="model")
+    strategy_dd = w.Dropdown(options=STRATEGIES, value=strategy, description="strategy")
+    size_slider = w.SelectionSlider(options=WORLD_SIZES, value=world_size, description="world_size")
+    fabric_dd = w.Dropdown(options=list(LINKS), value=fabric, description="fabric")
+    inter_dd = w.Dropdown(options=list(LINKS), value=inter_node, description="inter-node")
+    caption = w.HTML()
+    image = w.Image(format="png")
+    controls = (model_dd, strategy_dd, size_slider, fabric_dd, inter_dd)
+
+    def render(*_):
+        try:
+            caption.value = describe_comm(model_dd.value, strategy_dd.value, size_slider.value, fabric_dd.value,
+                                          inter_dd.value)
+            image.value = png_bytes(draw_comm(model_dd.value, strategy_dd.value, size_slider.value))
+        except ValueError as exc:
+            caption.value = f"<span style='color:#cf222e'>{html.escape(str(exc))}</span>"
+
+    for control in controls:
+        control.observe(render, names="value")
+    render()
+    return w.VBox([w.HBox([model_dd, strategy_dd]), size_slider, w.HBox([fabric_dd, inter_dd]), caption, image])

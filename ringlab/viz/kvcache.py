@@ -1,0 +1,220 @@
+"""Figures and an explorer for KV-cache memory against context length, with the weights crossover.
+
+Every byte count comes from :func:`ringlab.calc.kv_cache_bytes` (MHA, GQA, MQA, MLA, sliding window,
+tensor parallel, per GPU) and ``ModelConfig.weight_bytes``. Byte axes are decimal GB (1e9 B) on the
+left and binary GiB (2**30 B) on the right.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from ringlab.calc import (
+    GB, HARDWARE, MODELS, dtype_bytes, format_bytes, get_model, kv_cache_bytes, kv_cache_bytes_per_token, kv_heads_per_rank,
+)
+
+from ._mpl import png_bytes, pyplot, widgets
+from .comm import gib_axis
+
+MODELS_SHOWN = ("llama-2-7b", "llama-2-70b", "llama-3-8b", "falcon-7b", "mistral-7b", "deepseek-v3")
+CONTEXTS = tuple(2**k for k in range(8, 21))  # 256 .. 1,048,576 tokens
+REFERENCE_GPUS = ("h100-sxm", "h200")  # HBM lines in the explorer
+KV_DTYPES = ("fp16", "bf16", "fp8", "int8", "fp32")
+
+
+def attention_kind(model) -> str:
+    """Short description of what the cache stores: "MHA 32/32", "GQA 8/64", "MQA", "MLA", "+ window W"."""
+    m = get_model(model)
+    if m.uses_mla:
+        kind = f"MLA latent {m.kv_lora_rank}+{m.qk_rope_head_dim}"
+    elif m.num_key_value_heads == 1:
+        kind = f"MQA 1/{m.num_attention_heads}"
+    elif m.num_key_value_heads == m.num_attention_heads:
+        kind = f"MHA {m.num_attention_heads}/{m.num_attention_heads}"
+    else:
+        kind = f"GQA {m.num_key_value_heads}/{m.num_attention_heads}"
+    return kind + (f", window {m.sliding_window}" if m.sliding_window else "")
+
+
+def crossover_tokens(model, batch_size: int = 1, dtype: str = "fp16", weight_dtype: str = "bf16", tp: int = 1,
+                     max_tokens: int = 2**27) -> int | None:
+    """Smallest context (tokens per sequence) at which the KV cache on one GPU is at least as large as
+    that GPU's share of the weights (``weight_bytes(weight_dtype) / tp``), or None if it never gets
+    there up to ``max_tokens`` (a sliding window caps the cache). Binary search: the cache never
+    shrinks as the context grows. Raises ValueError like :func:`ringlab.calc.kv_cache_bytes`.
+    """
+    m = get_model(model)
+    weights = m.weight_bytes(weight_dtype) / tp
+
+    def reached(tokens: int) -> bool:
+        return kv_cache_bytes(m, tokens, batch_size, dtype, tp) >= weights
+
+    if not reached(max_tokens):
+        return None
+    lo, hi = 1, max_tokens  # invariant: reached(hi); not reached(lo - 1)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if reached(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _tokens_text(tokens: int | None) -> str:
+    if tokens is None:
+        return "never"
+    return f"{tokens / 1e6:.3g}M" if tokens >= 10**6 else f"{tokens / 1e3:.3g}k" if tokens >= 1000 else str(tokens)
+
+
+def plot_kv_vs_context(models=MODELS_SHOWN, batch_size: int = 1, dtype: str = "fp16", weight_dtype: str = "bf16",
+                       tp: int = 1, contexts=CONTEXTS, mark: int | None = None, ax=None):
+    """Log-log: KV-cache bytes on one GPU against context (tokens per sequence), one line per model.
+
+    Each model's weights on that GPU (``weight_dtype``, divided by ``tp``) are a thin dotted line of the
+    same colour; a large dot marks where the cache overtakes them (:func:`crossover_tokens`), and the
+    legend gives that context (or "never" when a sliding window caps the cache). ``mark`` draws a
+    vertical line at one context. Returns the figure. Raises ValueError for unknown names or a ``tp``
+    that does not fit a model's KV heads.
+    """
+    plt = pyplot()
+    ctx = np.asarray(contexts)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    else:
+        fig = ax.figure
+    for i, name in enumerate(models):
+        m = get_model(name)
+        color = f"C{i}"
+        kv = np.array([kv_cache_bytes(m, int(t), batch_size, dtype, tp) for t in ctx]) / GB
+        weights = m.weight_bytes(weight_dtype) / tp / GB
+        cross = crossover_tokens(m, batch_size, dtype, weight_dtype, tp)
+        ax.plot(ctx, kv, color=color, lw=1.8, label=f"{m.name} ({attention_kind(m)}): = weights at "
+                                                    f"{_tokens_text(cross)}")
+        ax.axhline(weights, color=color, lw=0.8, ls=":")
+        if cross is not None and ctx[0] <= cross <= ctx[-1]:
+            ax.plot([cross], [kv_cache_bytes(m, cross, batch_size, dtype, tp) / GB], "o", color=color, ms=8,
+                    mec="black")
+    if mark is not None:
+        ax.axvline(mark, color="0.3", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("context per sequence (tokens)")
+    ax.set_ylabel("KV cache per GPU, GB (1e9 B)")
+    gib_axis(ax, log=True)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(f"KV cache ({dtype}) x batch {batch_size}, TP {tp}; dotted: weights ({weight_dtype}) per GPU, "
+                 "dot: crossover", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_gpu_budget(model="llama-2-70b", tokens: int = 4096, batch_size: int = 32, dtype: str = "fp16",
+                    tp: int = 1, weight_dtype: str = "bf16", gpus=REFERENCE_GPUS, ax=None):
+    """One stacked bar: weights and KV cache on one GPU of a ``tp``-way group, against the HBM of
+    ``gpus`` (datasheet memory, decimal GB, from ``ringlab.calc.HARDWARE``). Returns the figure."""
+    plt = pyplot()
+    m = get_model(model)
+    weights = m.weight_bytes(weight_dtype) / tp / GB
+    kv = kv_cache_bytes(m, tokens, batch_size, dtype, tp) / GB
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(3.2, 4.2))
+    else:
+        fig = ax.figure
+    ax.bar([0], [weights], color="#6e7781", label=f"weights ({weight_dtype})", width=0.6)
+    ax.bar([0], [kv], bottom=[weights], color="#cf222e", label=f"KV cache ({dtype})", width=0.6)
+    for name in gpus:
+        hw = HARDWARE[name]
+        ax.axhline(hw.memory / GB, color="0.2", ls="--", lw=1)
+        ax.text(0.33, hw.memory / GB, f"{name} {hw.memory / GB:.0f} GB", fontsize=7, va="bottom", ha="right")
+    ax.set_xticks([])
+    ax.set_xlim(-0.5, 0.5)
+    ax.set_ylabel("bytes on one GPU, GB (1e9 B)")
+    ax.set_ylim(0, max(weights + kv, *(HARDWARE[g].memory / GB for g in gpus)) * 1.12)
+    gib_axis(ax)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(f"one GPU: {weights + kv:,.1f} GB", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _heads_mistake(m, tokens: int, batch_size: int, dtype: str, tp: int, total: int) -> str:
+    """Caption line: the cache computed with num_attention_heads as if they were the KV heads."""
+    if m.num_attention_heads == m.num_key_value_heads:
+        return ""
+    try:
+        wrong = kv_cache_bytes(m.replace(num_key_value_heads=m.num_attention_heads), tokens, batch_size, dtype, tp)
+    except ValueError:  # tp does not divide num_attention_heads (Falcon-7B's 71)
+        return ""
+    return (f"<br>with num_attention_heads ({m.num_attention_heads}) in place of num_key_value_heads "
+            f"({m.num_key_value_heads}) you would get {wrong / total:g}x this: {html.escape(format_bytes(wrong))}")
+
+
+def describe_kv(model, dtype: str = "fp16", tokens: int = 4096, batch_size: int = 1, tp: int = 1) -> str:
+    """HTML caption: the formula with this model's numbers, the total (GB and GiB), the
+    num_attention_heads mistake, and the context where the cache overtakes the weights."""
+    m = get_model(model)
+    per_token = kv_cache_bytes_per_token(m, dtype, tp)
+    total = kv_cache_bytes(m, tokens, batch_size, dtype, tp)
+    width = dtype_bytes(dtype)
+    if m.uses_mla:
+        formula = f"{m.num_hidden_layers} layers x ({m.kv_lora_rank} + {m.qk_rope_head_dim}) x {width} B"
+        wrong = ""
+    else:
+        heads = kv_heads_per_rank(m, tp)
+        formula = f"2 (K, V) x {m.num_hidden_layers} layers x {heads} KV heads x {m.head_dim} x {width} B"
+        wrong = _heads_mistake(m, tokens, batch_size, dtype, tp, total)
+    window = (f"<br>sliding window: layers hold min(tokens, {m.sliding_window}) = "
+              f"{min(tokens, m.sliding_window):,} tokens" if m.sliding_window else "")
+    cross = crossover_tokens(m, batch_size, dtype, "bf16", tp)
+    where = (f"at {_tokens_text(cross)} tokens per sequence" if cross is not None
+             else "never: the sliding window caps the cache")
+    return (f"<b>{html.escape(m.name)}</b> ({html.escape(attention_kind(m))}), TP {tp}: "
+            f"{formula} = <b>{per_token:,} B per token</b> per GPU<br>"
+            f"x {tokens:,} tokens x batch {batch_size} = <b>{html.escape(format_bytes(total))}</b>{window}{wrong}"
+            f"<br>KV cache = bf16 weights per GPU (batch {batch_size}): {where}")
+
+
+def draw_kv(model="llama-2-70b", dtype: str = "fp16", tokens: int = 4096, batch_size: int = 32, tp: int = 1):
+    """Two panels: this model's KV cache against context with the weights crossover (``tokens`` marked),
+    and the one-GPU budget bar. Returns the figure."""
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 1]})
+    plot_kv_vs_context([model], batch_size, dtype, tp=tp, mark=tokens, ax=left)
+    plot_gpu_budget(model, tokens, batch_size, dtype, tp, ax=right)
+    fig.tight_layout()
+    return fig
+
+
+def kv_explorer(model: str = "llama-2-70b", dtype: str = "fp16", tokens: int = 4096, batch_size: int = 32,
+                tp: int = 1):
+    """Widget: model, cache dtype, context, batch and TP degree over :func:`draw_kv` and :func:`describe_kv`.
+
+    Returns an ``ipywidgets.VBox`` of the controls, an HTML caption and an ``Image``. The callback only
+    sets widget values (no printing, for nbval); a TP degree that does not fit the model's KV heads
+    shows the calculator's error in the caption.
+    """
+    w = widgets()
+    model_dd = w.Dropdown(options=list(MODELS), value=model, description="model")
+    dtype_dd = w.Dropdown(options=KV_DTYPES, value=dtype, description="dtype")
+    ctx_slider = w.SelectionSlider(options=CONTEXTS, value=tokens, description="context")
+    batch_slider = w.IntSlider(value=batch_size, min=1, max=256, description="batch")
+    tp_dd = w.Dropdown(options=(1, 2, 4, 8, 16), value=tp, description="TP")
+    caption = w.HTML()
+    image = w.Image(format="png")
+    controls = (model_dd, dtype_dd, ctx_slider, batch_slider, tp_dd)
+
+    def render(*_):
+        args = (model_dd.value, dtype_dd.value, ctx_slider.value, batch_slider.value, tp_dd.value)
+        try:
+            caption.value = describe_kv(*args)
+            image.value = png_bytes(draw_kv(*args))
+        except ValueError as exc:
+            caption.value = f"<span style='color:#cf222e'>{html.escape(str(exc))}</span>"
+
+    for control in controls:
+        control.observe(render, names="value")
+    render()
+    return w.VBox([w.HBox([model_dd, dtype_dd, tp_dd]), ctx_slider, batch_slider, caption, image])
