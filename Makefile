@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[torch,lab,test]"
+	$(PY) -m pip install --quiet -e ".[torch,lab,test,triton]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -88,7 +88,7 @@ def layer_norm_reference(x, weight=None, bias=None, eps: float = 1e-5, *, block_
         m2_b = np.square(block - mean_b[:, None]).sum(axis=1, dtype=np.float32)
         total = count_a + count_b
         delta = mean_b - mean
-        mean = mean + delta * (count_b / (total + 1))
+        mean = mean + delta * (count_b / total)
         m2 = m2 + m2_b + delta * delta * (count_a * count_b / total)
     rstd = (np.float32(1.0) / np.sqrt(m2 / np.float32(n_cols) + np.float32(eps))).astype(np.float32)
 

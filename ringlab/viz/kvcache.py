@@ -63,9 +63,7 @@ def crossover_tokens(model, batch_size: int = 1, dtype: str = "fp16", weight_dty
     return lo
 
 
-def _tokens_text(tokens: int | None) -> str:
-    if tokens is None:
-        return "never"
+def _tokens_text(tokens: int) -> str:
     return f"{tokens / 1e6:.3g}M" if tokens >= 10**6 else f"{tokens / 1e3:.3g}k" if tokens >= 1000 else str(tokens)
 
 
@@ -75,7 +73,7 @@ def plot_kv_vs_context(models=MODELS_SHOWN, batch_size: int = 1, dtype: str = "f
 
     Each model's weights on that GPU (``weight_dtype``, divided by ``tp``) are a thin dotted line of the
     same colour; a large dot marks where the cache overtakes them (:func:`crossover_tokens`), and the
-    legend gives that context (or "never" when a sliding window caps the cache). ``mark`` draws a
+    legend gives that context (or says it never happens: a sliding window caps the cache). ``mark`` draws a
     vertical line at one context. Returns the figure. Raises ValueError for unknown names or a ``tp``
     that does not fit a model's KV heads.
     """
@@ -91,8 +89,8 @@ def plot_kv_vs_context(models=MODELS_SHOWN, batch_size: int = 1, dtype: str = "f
         kv = np.array([kv_cache_bytes(m, int(t), batch_size, dtype, tp) for t in ctx]) / GB
         weights = m.weight_bytes(weight_dtype) / tp / GB
         cross = crossover_tokens(m, batch_size, dtype, weight_dtype, tp)
-        ax.plot(ctx, kv, color=color, lw=1.8, label=f"{m.name} ({attention_kind(m)}): = weights at "
-                                                    f"{_tokens_text(cross)}")
+        when = f"KV = weights at {_tokens_text(cross)} tokens" if cross else "KV never reaches the weights"
+        ax.plot(ctx, kv, color=color, lw=1.8, label=f"{m.name} ({attention_kind(m)}): {when}")
         ax.axhline(weights, color=color, lw=0.8, ls=":")
         if cross is not None and ctx[0] <= cross <= ctx[-1]:
             ax.plot([cross], [kv_cache_bytes(m, cross, batch_size, dtype, tp) / GB], "o", color=color, ms=8,
@@ -128,11 +126,12 @@ def plot_gpu_budget(model="llama-2-70b", tokens: int = 4096, batch_size: int = 3
     for name in gpus:
         hw = HARDWARE[name]
         ax.axhline(hw.memory / GB, color="0.2", ls="--", lw=1)
-        ax.text(0.33, hw.memory / GB, f"{name} {hw.memory / GB:.0f} GB", fontsize=7, va="bottom", ha="right")
+        ax.text(0.33, hw.memory / GB, f"{name} {hw.memory / GB:.0f} GB", fontsize=7, va="bottom", ha="right",
+                bbox={"facecolor": "white", "alpha": 0.7, "lw": 0})
     ax.set_xticks([])
     ax.set_xlim(-0.5, 0.5)
     ax.set_ylabel("bytes on one GPU, GB (1e9 B)")
-    ax.set_ylim(0, max(weights + kv, *(HARDWARE[g].memory / GB for g in gpus)) * 1.12)
+    ax.set_ylim(0, max(weights + kv, *(HARDWARE[g].memory / GB for g in gpus)) * 1.4)  # room for the legend
     gib_axis(ax)
     ax.legend(fontsize=7, loc="upper left")
     ax.set_title(f"one GPU: {weights + kv:,.1f} GB", fontsize=9)
@@ -183,6 +182,7 @@ def draw_kv(model="llama-2-70b", dtype: str = "fp16", tokens: int = 4096, batch_
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 1]})
     plot_kv_vs_context([model], batch_size, dtype, tp=tp, mark=tokens, ax=left)
+    left.legend(fontsize=7, loc="lower right")  # one rising line leaves the lower right empty
     plot_gpu_budget(model, tokens, batch_size, dtype, tp, ax=right)
     fig.tight_layout()
     return fig
@@ -193,8 +193,8 @@ def kv_explorer(model: str = "llama-2-70b", dtype: str = "fp16", tokens: int = 4
     """Widget: model, cache dtype, context, batch and TP degree over :func:`draw_kv` and :func:`describe_kv`.
 
     Returns an ``ipywidgets.VBox`` of the controls, an HTML caption and an ``Image``. The callback only
-    sets widget values (no printing, for nbval); a TP degree that does not fit the model's KV heads
-    shows the calculator's error in the caption.
+    sets widget values (no printing, for nbval). TP runs over powers of two, which divide (or are
+    multiples of) every preset's ``num_key_value_heads`` (tests/test_viz_calc.py checks each pair).
     """
     w = widgets()
     model_dd = w.Dropdown(options=list(MODELS), value=model, description="model")
@@ -208,11 +208,8 @@ def kv_explorer(model: str = "llama-2-70b", dtype: str = "fp16", tokens: int = 4
 
     def render(*_):
         args = (model_dd.value, dtype_dd.value, ctx_slider.value, batch_slider.value, tp_dd.value)
-        try:
-            caption.value = describe_kv(*args)
-            image.value = png_bytes(draw_kv(*args))
-        except ValueError as exc:
-            caption.value = f"<span style='color:#cf222e'>{html.escape(str(exc))}</span>"
+        caption.value = describe_kv(*args)
+        image.value = png_bytes(draw_kv(*args))
 
     for control in controls:
         control.observe(render, names="value")
