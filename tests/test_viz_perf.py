@@ -41,7 +41,7 @@ def _moves_image(box, description, value):
     before = _image(box).value
     _controls(box)[description].value = value
     after = _image(box).value
-    return before != after and after.startswith(b"\x89PNG")
+    return bytes(before) != bytes(after) and bytes(after[:4]) == b"\x89PNG"
 
 
 # --- roofline ---------------------------------------------------------------------------------
@@ -86,7 +86,7 @@ def test_roofline_rejects_bad_hardware(bad):
 
 
 def test_roofline_explorer_redraws_on_every_control():
-    box = roofline_explorer()
+    box = roofline_explorer(hardware=("a100-sxm-80gb",))  # one panel keeps the test fast
     assert _moves_image(box, "m", 2048)
     assert _moves_image(box, "k", 128)
     assert _moves_image(box, "ops", 7)

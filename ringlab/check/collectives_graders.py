@@ -41,10 +41,12 @@ def _transfers(fn, world_size: int) -> list[list[tuple[int, int, int]]]:
         for t in step:
             if (not isinstance(t, (list, tuple)) or len(t) != 3
                     or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in t)):
-                raise CaseFailure(f"step {s} holds {t!r}; each transfer should be a tuple of three ints (src, dst, chunk)")
+                raise CaseFailure(f"step {s} holds {t!r}; each transfer should be a tuple of three ints "
+                                  "(src, dst, chunk)")
             src, dst, chunk = (int(v) for v in t)
             if not (0 <= src < world_size and 0 <= dst < world_size and 0 <= chunk < world_size):
-                raise CaseFailure(f"step {s} holds {(src, dst, chunk)}: ranks and chunks are numbered 0..{world_size - 1}")
+                raise CaseFailure(f"step {s} holds {(src, dst, chunk)}: ranks and chunks are numbered "
+                                  f"0..{world_size - 1}")
             if src == dst:
                 raise CaseFailure(f"at step {s} rank {src} sends chunk {chunk} to itself")
             rows.append((src, dst, chunk))
@@ -183,7 +185,7 @@ EXERCISES = (
                  "reduce-scatter or an all-gather costs (N-1)/N x M per rank.",
                  "all-reduce = reduce-scatter + all-gather; a pipelined broadcast or reduce moves the whole "
                  "message over each link once; a flat root sending to everyone would send (N-1) x M.",
-                 "nccl-tests' busbw factor is exactly the busiest rank's bytes divided by S for these "
+                 "For N > 1, nccl-tests' busbw factor is exactly the busiest rank's bytes divided by S for these "
                  "algorithms: 2(N-1)/N, (N-1)/N, or 1 for broadcast and reduce.",
              )),
 )

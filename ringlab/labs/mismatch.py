@@ -292,7 +292,7 @@ def _scenario_calls(scenario: str, rank: int, world_size: int, odd: int, run):
     return tensor, [total] * tensor.numel()
 
 
-_DETAIL_FP = re.compile(r"Rank (\d+) is running collective: CollectiveFingerPrint\(SequenceNumber=(\d+), "
+_DETAIL_FP = re.compile(r"Rank (\d+) is running collective: CollectiveFingerPrint\(SequenceNumber=(\d+),? ?"
                         r"OpType=(\w+)(?:, TensorShape=\[([^\]]*)\], TensorDtypes=(\w+))?")
 
 
@@ -361,20 +361,28 @@ def _run_one(scenario: str, mode: str, odd: int, timeout: float, log_fd: int) ->
     return RankOutcome(rank, status, summary, error, values, correct, round(seconds, 3), log)
 
 
-def _rank_main(cases: list[tuple[str, str]], odd: int, timeout: float) -> list[RankOutcome]:
+def _rank_main(cases: list[tuple[str, str]], odd_rank: int | None, timeout: float) -> list[RankOutcome]:
     """Body of each rank: run the cases in order, each on a fresh group, stderr captured to a file."""
     # The C++ layers log to file descriptor 2; in a Jupyter kernel that stream is forwarded into
     # the cell's output with timestamps. Capture it instead: it is part of what we report.
     log = tempfile.TemporaryFile()
     os.dup2(log.fileno(), 2)
-    return [_run_one(scenario, mode, odd, timeout, log.fileno()) for scenario, mode in cases]
+    world_size = _torch()[1].get_world_size()
+    return [_run_one(scenario, mode, default_odd_rank(scenario, world_size) if odd_rank is None else odd_rank,
+                     timeout, log.fileno()) for scenario, mode in cases]
+
+
+def default_odd_rank(scenario: str, world_size: int) -> int:
+    """The rank that misbehaves by default: the last rank skips the barrier; rank 2 (or the last) broadcasts."""
+    return world_size - 1 if scenario == "skip_barrier" else min(2, world_size - 1)
 
 
 def run_scenarios(cases: Sequence[tuple[str, str]], world_size: int = 4, timeout: float = 2.0,
                   odd_rank: int | None = None) -> dict[tuple[str, str], list[RankOutcome]]:
     """Run several ``(scenario, mode)`` cases in one launch of ``world_size`` gloo processes.
 
-    Scenarios (:data:`SCENARIOS`); the odd rank is ``odd_rank`` (default ``min(2, world_size - 1)``):
+    Scenarios (:data:`SCENARIOS`); the odd rank is ``odd_rank`` (default :func:`default_odd_rank`:
+    rank 2 for the broadcasts, the last rank for the barrier, as in P6):
 
     * ``broadcast_vs_all_reduce``: the odd rank calls ``broadcast(t, src=0)``, the others
       ``all_reduce(t)``, on the same float32 tensor of shape [4] (rank r holds r + 1).
@@ -401,12 +409,11 @@ def run_scenarios(cases: Sequence[tuple[str, str]], world_size: int = 4, timeout
             raise ValueError(f"mode={mode!r}; accepted: {', '.join(MODES)}")
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2:
         raise ValueError(f"world_size must be an int >= 2, got {world_size!r}")
-    odd = min(2, world_size - 1) if odd_rank is None else odd_rank
-    if not 0 < odd < world_size:
+    if odd_rank is not None and not 0 < odd_rank < world_size:
         raise ValueError(f"odd_rank must be in 1..{world_size - 1} (rank 0 is the broadcast source), got {odd_rank!r}")
     cases = list(cases)
     budget = 60.0 + len(cases) * 3 * timeout  # start-up on a loaded 2-core machine, then each case's timeout
-    per_rank = launch(_rank_main, world_size, timeout=budget, args=(cases, odd, timeout), threads=1)
+    per_rank = launch(_rank_main, world_size, timeout=budget, args=(cases, odd_rank, timeout), threads=1)
     return {case: [outcomes[i] for outcomes in per_rank] for i, case in enumerate(cases)}
 
 

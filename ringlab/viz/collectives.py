@@ -78,9 +78,10 @@ def plot_collective_times(collective: str = "all_reduce", fabric="nvlink4", worl
 
 def size_label(n: int) -> str:
     """``2**26`` -> ``'64 MiB (67.1 MB)'``: binary and decimal units, both labelled."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    units = (("GiB", 2**30, "GB", 1e9), ("MiB", 2**20, "MB", 1e6), ("KiB", 2**10, "kB", 1e3))
+    for unit, scale, dec_unit, dec in units:
         if n >= scale:
-            return f"{n / scale:g} {unit} ({n / 1e6:,.3g} MB)"
+            return f"{n / scale:g} {unit} ({n / dec:.3g} {dec_unit})"
     return f"{n} B"
 
 

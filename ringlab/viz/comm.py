@@ -75,7 +75,8 @@ def plot_traffic_vs_world_size(model=P2_PARAMS, strategies=STRATEGIES, world_siz
     sizes = np.asarray(world_sizes)
     curves = traffic_curves(n_params, strategies, sizes, dtype)
     message = strategy_comm("ddp", n_params, 1, dtype).message_bytes
-    if ax is None:
+    own = ax is None
+    if own:
         fig, ax = plt.subplots(figsize=(6.5, 3.8))
     else:
         fig = ax.figure
@@ -103,7 +104,8 @@ def plot_traffic_vs_world_size(model=P2_PARAMS, strategies=STRATEGIES, world_siz
     gib_axis(ax)
     ax.legend(fontsize=7, loc="lower right")
     ax.set_title(f"{label}, {dtype}: M = {message / GB:.2f} GB = {message / GiB:.2f} GiB", fontsize=10)
-    fig.tight_layout()
+    if own:
+        fig.tight_layout()
     return fig
 
 
@@ -118,7 +120,8 @@ def plot_memory_per_gpu(model=P2_PARAMS, world_size: int = 64, strategies=STRATE
     plt = pyplot()
     n_params, label = model_params(model)
     mems = [strategy_comm(s, n_params, world_size, dtype).memory for s in strategies]
-    if ax is None:
+    own = ax is None
+    if own:
         fig, ax = plt.subplots(figsize=(6.5, 3.8))
     else:
         fig = ax.figure
@@ -140,7 +143,8 @@ def plot_memory_per_gpu(model=P2_PARAMS, world_size: int = 64, strategies=STRATE
     gib_axis(ax)
     ax.legend(fontsize=7)
     ax.set_title(f"{label}, N = {world_size}: memory per GPU", fontsize=10)
-    fig.tight_layout()
+    if own:
+        fig.tight_layout()
     return fig
 
 

@@ -63,6 +63,14 @@ def crossover_tokens(model, batch_size: int = 1, dtype: str = "fp16", weight_dty
     return lo
 
 
+def tp_choices(model, candidates=(1, 2, 4, 8, 16)) -> tuple[int, ...]:
+    """The ``candidates`` TP degrees that divide, or are multiples of, the model's ``num_key_value_heads``
+    (the split :func:`ringlab.calc.kv_heads_per_rank` accepts; every degree for MLA, whose latent is not split)."""
+    m = get_model(model)
+    kv = m.num_key_value_heads
+    return tuple(tp for tp in candidates if m.uses_mla or (kv % tp == 0 if tp <= kv else tp % kv == 0))
+
+
 def _tokens_text(tokens: int) -> str:
     return f"{tokens / 1e6:.3g}M" if tokens >= 10**6 else f"{tokens / 1e3:.3g}k" if tokens >= 1000 else str(tokens)
 
@@ -73,14 +81,15 @@ def plot_kv_vs_context(models=MODELS_SHOWN, batch_size: int = 1, dtype: str = "f
 
     Each model's weights on that GPU (``weight_dtype``, divided by ``tp``) are a thin dotted line of the
     same colour; a large dot marks where the cache overtakes them (:func:`crossover_tokens`), and the
-    legend gives that context (or says it never happens: a sliding window caps the cache). ``mark`` draws a
+    legend gives that context ("never" when a sliding window caps the cache below the weights). ``mark`` draws a
     vertical line at one context. Returns the figure. Raises ValueError for unknown names or a ``tp``
     that does not fit a model's KV heads.
     """
     plt = pyplot()
     ctx = np.asarray(contexts)
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(7.5, 5.4))
     else:
         fig = ax.figure
     for i, name in enumerate(models):
@@ -89,7 +98,7 @@ def plot_kv_vs_context(models=MODELS_SHOWN, batch_size: int = 1, dtype: str = "f
         kv = np.array([kv_cache_bytes(m, int(t), batch_size, dtype, tp) for t in ctx]) / GB
         weights = m.weight_bytes(weight_dtype) / tp / GB
         cross = crossover_tokens(m, batch_size, dtype, weight_dtype, tp)
-        when = f"KV = weights at {_tokens_text(cross)} tokens" if cross else "KV never reaches the weights"
+        when = f"{_tokens_text(cross)} tokens" if cross else "never"
         ax.plot(ctx, kv, color=color, lw=1.8, label=f"{m.name} ({attention_kind(m)}): {when}")
         ax.axhline(weights, color=color, lw=0.8, ls=":")
         if cross is not None and ctx[0] <= cross <= ctx[-1]:
@@ -102,10 +111,11 @@ def plot_kv_vs_context(models=MODELS_SHOWN, batch_size: int = 1, dtype: str = "f
     ax.set_xlabel("context per sequence (tokens)")
     ax.set_ylabel("KV cache per GPU, GB (1e9 B)")
     gib_axis(ax, log=True)
-    ax.legend(fontsize=7, loc="upper left")
-    ax.set_title(f"KV cache ({dtype}) x batch {batch_size}, TP {tp}; dotted: weights ({weight_dtype}) per GPU, "
-                 "dot: crossover", fontsize=9)
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below: lines fill the axes
+    ax.set_title(f"KV cache ({dtype}), batch {batch_size}, TP {tp}; dotted: weights ({weight_dtype}) per GPU\n"
+                 "dot and legend: context at which the cache equals the weights", fontsize=9)
+    if own:
+        fig.tight_layout()
     return fig
 
 
@@ -117,7 +127,8 @@ def plot_gpu_budget(model="llama-2-70b", tokens: int = 4096, batch_size: int = 3
     m = get_model(model)
     weights = m.weight_bytes(weight_dtype) / tp / GB
     kv = kv_cache_bytes(m, tokens, batch_size, dtype, tp) / GB
-    if ax is None:
+    own = ax is None
+    if own:
         fig, ax = plt.subplots(figsize=(3.2, 4.2))
     else:
         fig = ax.figure
@@ -135,7 +146,8 @@ def plot_gpu_budget(model="llama-2-70b", tokens: int = 4096, batch_size: int = 3
     gib_axis(ax)
     ax.legend(fontsize=7, loc="upper left")
     ax.set_title(f"one GPU: {weights + kv:,.1f} GB", fontsize=9)
-    fig.tight_layout()
+    if own:
+        fig.tight_layout()
     return fig
 
 
@@ -193,25 +205,38 @@ def kv_explorer(model: str = "llama-2-70b", dtype: str = "fp16", tokens: int = 4
     """Widget: model, cache dtype, context, batch and TP degree over :func:`draw_kv` and :func:`describe_kv`.
 
     Returns an ``ipywidgets.VBox`` of the controls, an HTML caption and an ``Image``. The callback only
-    sets widget values (no printing, for nbval). TP runs over powers of two, which divide (or are
-    multiples of) every preset's ``num_key_value_heads`` (tests/test_viz_calc.py checks each pair).
+    sets widget values (no printing, for nbval). The TP choices follow the model (:func:`tp_choices`), so
+    every combination the controls offer is valid.
     """
     w = widgets()
     model_dd = w.Dropdown(options=list(MODELS), value=model, description="model")
     dtype_dd = w.Dropdown(options=KV_DTYPES, value=dtype, description="dtype")
     ctx_slider = w.SelectionSlider(options=CONTEXTS, value=tokens, description="context")
     batch_slider = w.IntSlider(value=batch_size, min=1, max=256, description="batch")
-    tp_dd = w.Dropdown(options=(1, 2, 4, 8, 16), value=tp, description="TP")
+    tp_dd = w.Dropdown(options=tp_choices(model), value=tp, description="TP")
     caption = w.HTML()
     image = w.Image(format="png")
     controls = (model_dd, dtype_dd, ctx_slider, batch_slider, tp_dd)
 
+    updating = []  # non-empty while the TP choices are being replaced
+
     def render(*_):
+        if updating:
+            return
         args = (model_dd.value, dtype_dd.value, ctx_slider.value, batch_slider.value, tp_dd.value)
         caption.value = describe_kv(*args)
         image.value = png_bytes(draw_kv(*args))
 
-    for control in controls:
+    def new_model(change):
+        choices = tp_choices(change["new"])
+        keep = max(t for t in choices if t <= tp_dd.value)
+        updating.append(True)
+        tp_dd.options, tp_dd.value = choices, keep
+        updating.clear()
+        render()
+
+    model_dd.observe(new_model, names="value")
+    for control in controls[1:]:
         control.observe(render, names="value")
     render()
     return w.VBox([w.HBox([model_dd, dtype_dd, tp_dd]), ctx_slider, batch_slider, caption, image])

@@ -139,7 +139,7 @@ def start_lab(base: Path, timeout: float = 90.0) -> LabServer:
         port = free_port()
         cmd = [str(lab), "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
                f"--ServerApp.root_dir={base / 'notebooks'}", "--IdentityProvider.token=",
-               "--ServerApp.password=", "--LabApp.news_url=None",
+               "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=None",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
         if os.geteuid() == 0:  # CI containers run as root; jupyter refuses that unless told
             cmd.append("--allow-root")

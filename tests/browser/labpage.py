@@ -1,0 +1,184 @@
+"""Drive one notebook in JupyterLab the way a learner does, and check what the browser shows.
+
+``check_explorers`` opens a notebook, runs all cells from the Run menu, checks that no cell
+produced an error and that every widget output rendered, then moves each control of each
+explorer (keyboard on a slider handle, a new choice in a dropdown, a click on a toggle) and
+requires the explorer's figure bytes or text to change. Failures raise AssertionError.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+RUN_TIMEOUT_MS = 150_000  # one notebook's Run All; each runs in well under a minute under nbval
+CHANGE_TIMEOUT_S = 20.0  # a callback redraws one matplotlib figure
+
+
+def committed_widget_notebooks(folder: Path) -> list[Path]:
+    """Notebooks whose committed outputs contain a widget view."""
+    return [p for p in sorted(folder.glob("*.ipynb"))
+            if any(WIDGET_MIME in out.get("data", {}) for cell in json.loads(p.read_text())["cells"]
+                   for out in cell.get("outputs", []))]
+
+
+def open_notebook(page, url: str, name: str) -> None:
+    """Open ``name`` in the single-document view of a fresh workspace and wait for an idle kernel."""
+    page.goto(f"{url}/doc/workspaces/{re.sub(r'[^A-Za-z0-9]', '', name)}/tree/{name}?reset")
+    page.wait_for_function("() => (document.querySelector('#jp-main-statusbar') || {innerText: ''})"
+                           ".innerText.includes('| Idle')", timeout=90_000)
+
+
+def run_all(page) -> None:
+    """Run > Run All Cells, then wait until every code cell shows an execution count and the kernel is idle."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$")).click()
+    page.wait_for_function("""() => {
+        const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+            .map(e => e.innerText.trim());
+        const idle = document.querySelector('.jp-Notebook-ExecutionIndicator[data-status="idle"]');
+        return idle && prompts.length > 0 && prompts.every(t => /^\\[\\d+\\]:$/.test(t));
+    }""", timeout=RUN_TIMEOUT_MS)
+
+
+def save_and_read(page, path: Path) -> dict:
+    """Save with Ctrl+S and return the notebook as written by the browser (outputs included)."""
+    before = path.stat().st_mtime_ns
+    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})  # command mode on the notebook
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if path.stat().st_mtime_ns != before:
+            try:
+                return json.loads(path.read_text())
+            except json.JSONDecodeError:
+                pass  # caught mid-write
+        time.sleep(0.2)
+    raise AssertionError(f"{path.name}: Ctrl+S did not save the notebook within 30 s")
+
+
+def assert_clean_run(nb: dict, name: str) -> None:
+    """Every code cell ran, in order, and none has an error output."""
+    cells = [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    counts = [c["execution_count"] for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), f"{name}: execution counts after Run All: {counts}"
+    for cell in cells:
+        errors = [o for o in cell["outputs"] if o["output_type"] == "error"]
+        assert not errors, (f"{name}: cell raised {errors[0]['ename']}: {errors[0]['evalue']}\n"
+                            + "".join(cell["source"]))
+
+
+def explorers(page):
+    """Locators of the top-level widget views in the notebook's outputs."""
+    return page.locator(".jp-OutputArea-output > .jupyter-widgets")
+
+
+# Figure bytes (blob or data URLs of <img>) and visible text, leaving out the controls' own readouts
+# so that a moved slider whose callback is broken does not count as a change.
+_SIGNATURE_JS = """async (root) => {
+    const images = [];
+    for (const img of root.querySelectorAll('img')) {
+        if (!img.src) { images.push(''); continue; }
+        const buf = await (await fetch(img.src)).arrayBuffer();
+        let bin = ''; for (const b of new Uint8Array(buf)) bin += String.fromCharCode(b);
+        images.push(btoa(bin));
+    }
+    const clone = root.cloneNode(true);
+    clone.querySelectorAll('.widget-readout, select, button, input').forEach(e => e.remove());
+    return {images, text: clone.textContent};
+}"""
+
+
+def signature(explorer) -> tuple:
+    """(sha256 of each image's bytes, text) of an explorer as the browser shows it now."""
+    sig = explorer.evaluate(_SIGNATURE_JS)
+    return tuple(hashlib.sha256(base64.b64decode(b)).hexdigest()[:16] for b in sig["images"]), sig["text"]
+
+
+def controls(explorer) -> list[tuple[str, object]]:
+    """(description, locator) of each slider, dropdown, toggle-buttons group and checkbox in an explorer."""
+    found = []
+    kinds = {".widget-slider": "slider", ".widget-dropdown": "dropdown", ".widget-toggle-buttons": "toggle",
+             ".widget-checkbox": "checkbox", ".widget-radio": "radio"}
+    for selector, kind in kinds.items():
+        for i in range(explorer.locator(selector).count()):
+            ctl = explorer.locator(selector).nth(i)
+            label = ctl.locator(".widget-label").first
+            text = label.inner_text().strip() if label.count() else ""
+            found.append((f"{kind} {text or i}", ctl))
+    return found
+
+
+def move(control) -> None:
+    """Change a control's value the way a user does; AssertionError if it cannot be changed."""
+    cls = control.get_attribute("class") or ""
+    if "widget-slider" in cls:
+        handle = control.locator(".noUi-handle").first
+        before = handle.get_attribute("aria-valuenow")
+        at_max = float(before) >= float(handle.get_attribute("aria-valuemax"))
+        handle.focus()
+        handle.press("ArrowLeft" if at_max else "ArrowRight")
+        assert handle.get_attribute("aria-valuenow") != before, "the slider handle did not move"
+    elif "widget-dropdown" in cls:
+        select = control.locator("select")
+        options = select.locator("option")
+        assert options.count() > 1, "the dropdown has a single choice"
+        current = select.evaluate("s => s.selectedIndex")
+        select.select_option(index=(current + 1) % options.count())
+    elif "widget-toggle-buttons" in cls or "widget-radio" in cls:
+        choices = control.locator("button, input[type=radio]")
+        assert choices.count() > 1, "the toggle group has a single choice"
+        idle = [i for i in range(choices.count())
+                if not choices.nth(i).evaluate("e => e.classList.contains('mod-active') || e.checked === true")]
+        choices.nth(idle[0]).click()
+    else:
+        control.locator("input").first.click()
+
+
+def wait_for_change(explorer, before: tuple, timeout: float = CHANGE_TIMEOUT_S) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if signature(explorer) != before:
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def check_explorers(page, url: str, root: Path, name: str, screenshot: Path | None = None) -> list[str]:
+    """Run ``name`` in the browser and move every control of every explorer; return what was moved.
+
+    Raises AssertionError when a cell errors, a widget does not render, the notebook has no
+    control to move, or moving a control leaves the explorer's figure and text unchanged.
+    """
+    open_notebook(page, url, name)
+    run_all(page)
+    nb = save_and_read(page, root / name)
+    assert_clean_run(nb, name)
+    expected = sum(WIDGET_MIME in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
+    assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text(), f"{name}: a widget failed"
+    assert explorers(page).count() == expected > 0, (
+        f"{name}: {expected} widget outputs after Run All, {explorers(page).count()} rendered in the page")
+    moved = []
+    for i in range(expected):
+        explorer = explorers(page).nth(i)
+        explorer.scroll_into_view_if_needed()
+        found = controls(explorer)
+        assert found, f"{name}: explorer {i} has no slider, dropdown, toggle or checkbox"
+        for label, ctl in found:
+            before = signature(explorer)
+            move(ctl)
+            assert wait_for_change(explorer, before), (
+                f"{name}: moving {label} did not change the figure or text of explorer {i} "
+                f"within {CHANGE_TIMEOUT_S:.0f} s (broken callback?)")
+            moved.append(f"explorer {i}: {label}")
+    if screenshot is not None:
+        explorers(page).first.scroll_into_view_if_needed()
+        page.screenshot(path=str(screenshot))
+    assert_clean_run(save_and_read(page, root / name), name)  # the interaction added no error either
+    return moved
