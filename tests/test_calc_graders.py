@@ -106,7 +106,8 @@ def test_ex08_null_window_trap():
     def crashes_on_none(config, tokens, batch_size, bytes_per_element):
         head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
         held = min(tokens, config["sliding_window"]) if "sliding_window" in config else tokens
-        return 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * bytes_per_element * held * batch_size
+        per_token = 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * bytes_per_element
+        return per_token * held * batch_size
 
     result = grade("ex08", crashes_on_none)
     assert result.status == "wrong" and "TypeError" in result.message

@@ -176,12 +176,14 @@ def check_diff(fn, fingerprints: list[dict]) -> None:
         raise CaseFailure(f"should map int ranks to lists of field names, got {got!r}") from None
     if got == expected:
         return
-    for rank in sorted(set(got) | set(expected)):
-        want, have = expected.get(rank, []), got.get(rank, [])
-        extra = [f for f in have if f not in want]
+    ranks = sorted(set(got) | set(expected))
+    for rank in ranks:  # a wrongly accused rank first: it says the reference itself is off
+        extra = [f for f in got.get(rank, []) if f not in expected.get(rank, [])]
         if extra:
             raise CaseFailure(f"you report rank {rank} as differing in {extra}, but it holds the majority value "
                               f"there (expected {expected})")
+    for rank in ranks:
+        want, have = expected.get(rank, []), got.get(rank, [])
         absent = [f for f in want if f not in have]
         if absent:
             raise CaseFailure(f"rank {rank} differs from the majority in {absent}, you did not report it "

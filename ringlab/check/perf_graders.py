@@ -173,7 +173,8 @@ def check_decode(fn, batch_size: int, weight_bytes: int, kv_bytes_per_sequence: 
             b * (w + kv) / hbm_bandwidth, compute_time),
         "that leaves out the KV cache: each sequence reads its own KV at every step": max(
             w / hbm_bandwidth, compute_time),
-        "that adds the two roofs; the step takes the larger of memory time and compute time": memory_time + compute_time,
+        "that adds the two roofs; the step takes the larger of memory time and compute time":
+            memory_time + compute_time,
         "the FLOPs grow with the batch: batch_size x flops_per_token": max(memory_time, flops_per_token / peak_flops),
     }
     raise CaseFailure(f"step time should be {want * 1e3:.6g} ms ({bound}-bound: {detail}), got "

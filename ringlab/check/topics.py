@@ -161,7 +161,7 @@ class CourseMap:
             done = "<br>".join(_badge(self.progress.status(ex), ex) for ex in t.exercises) or "&ndash;"
             rows.append(f"<tr><td style='text-align:left'><a href='{html.escape(t.path.name)}'>"
                         f"{html.escape(t.title)}</a></td><td style='text-align:left'>{html.escape(t.teaches)}</td>"
-                        f"<td style='text-align:left'>{done}</td></tr>")
+                        f"<td style='text-align:left;white-space:nowrap'>{done}</td></tr>")
         return ("<table><tr><th style='text-align:left'>notebook</th><th style='text-align:left'>what it teaches"
                 "</th><th style='text-align:left'>exercises</th></tr>" + "".join(rows) + "</table>"
                 f"<p>{self.progress.passed}/{len(self.progress.rows)} exercises passed</p>")

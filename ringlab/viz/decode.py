@@ -12,7 +12,9 @@ import math
 
 import numpy as np
 
-from ringlab.calc import HARDWARE, MODELS, decode_step, get_hardware, get_model, max_batch_for_sla, naive_linear_decode_time
+from ringlab.calc import (
+    HARDWARE, MODELS, decode_step, get_hardware, get_model, max_batch_for_sla, naive_linear_decode_time,
+)
 
 from ._mpl import png_bytes, pyplot, widgets
 

@@ -104,3 +104,83 @@ def plot_gpumon_log(path_or_rows: str | os.PathLike | Iterable[Row], *, title: s
     fig.suptitle(title or f"GPU monitor: {len(gpus)} GPUs, ticks: {len(times)}, lost events: {n_lost}, "
                           f"error rows: {len(errors)}")
     return fig
+
+
+# metric dropdown label -> (Row attribute, axis label); memory stays in MiB as the log records it
+EXPLORER_METRICS = {
+    "utilization.gpu (%)": ("utilization_gpu_pct", "utilization.gpu (%)"),
+    "memory.used (MiB)": ("memory_used_mib", "memory.used (MiB = 2$^{20}$ B)"),
+    "power.draw (W)": ("power_draw_w", "power.draw (W)"),
+    "temperature.gpu (C)": ("temperature_gpu_c", "temperature.gpu (C)"),
+}
+
+
+def plot_gpumon_metric(rows: list[Row], metric: str, gpu: str = "all"):
+    """One metric of a gpumon log over time (UTC), per GPU; ticks without a reading are gaps.
+
+    ``metric`` is a key of :data:`EXPLORER_METRICS`; ``gpu`` is ``"all"`` or a label as listed by
+    :func:`gpumon_labels`. Lost periods are shaded. Returns a ``matplotlib.figure.Figure``.
+    Raises ValueError for an unknown metric or GPU label.
+    """
+    from matplotlib.figure import Figure
+
+    if metric not in EXPLORER_METRICS:
+        raise ValueError(f"metric={metric!r}; accepted: {', '.join(EXPLORER_METRICS)}")
+    labels = gpumon_labels(rows)
+    if gpu != "all" and gpu not in labels:
+        raise ValueError(f"gpu={gpu!r}; accepted: all, {', '.join(labels)}")
+    attr, ylabel = EXPLORER_METRICS[metric]
+    times, gpus, _ = _series(rows)
+    slot = {t: i for i, t in enumerate(times)}
+    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    ax = fig.subplots()
+    for n, g in enumerate(gpus):
+        if gpu != "all" and g["label"] != gpu:
+            continue
+        values = np.full(len(times), np.nan)
+        for row in rows:
+            if row.kind == "sample" and f"GPU {row.index} {row.name}".rstrip() == g["label"]:
+                value = getattr(row, attr)
+                values[slot[datetime.fromisoformat(row.timestamp)]] = np.nan if value is None else value
+        ax.plot(times, values, marker=".", color=f"C{n % 10}", label=g["label"])
+        for start, end in g["lost"]:
+            ax.axvspan(start, end, color=f"C{n % 10}", alpha=0.15, linewidth=0)
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel("time (UTC)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", frameon=False)
+    return fig
+
+
+def gpumon_labels(rows: list[Row]) -> list[str]:
+    """GPU labels (``"GPU <index> <name>"``) in index order, as the figures name them."""
+    return [g["label"] for g in _series(rows)[1]]
+
+
+def gpumon_explorer(path_or_rows: str | os.PathLike | Iterable[Row]):
+    """Widget: a GPU selector and a metric dropdown over :func:`plot_gpumon_metric`, plus a summary line.
+
+    Returns an ``ipywidgets.VBox`` (two dropdowns, an HTML line, an ``Image`` with the PNG). The
+    callback only sets widget values (no printing: under nbval output from a callback breaks the cell).
+    """
+    from ._mpl import png_bytes, widgets
+
+    w = widgets()
+    rows = read_log(path_or_rows) if isinstance(path_or_rows, (str, os.PathLike)) else list(path_or_rows)
+    gpu = w.Dropdown(options=["all", *gpumon_labels(rows)], value="all", description="GPU")
+    metric = w.Dropdown(options=list(EXPLORER_METRICS), value=next(iter(EXPLORER_METRICS)), description="metric")
+    caption = w.HTML()
+    image = w.Image(format="png")
+
+    def render(*_):
+        chosen = [r for r in rows if gpu.value == "all" or f"GPU {r.index} {r.name}".rstrip() == gpu.value]
+        counts = {kind: sum(r.kind == kind for r in chosen) for kind in ("sample", "lost", "back")}
+        errors = sum(r.kind == "error" for r in rows)
+        caption.value = (f"<code>{gpu.value}: {counts['sample']} samples, {counts['lost']} lost, "
+                         f"{counts['back']} back; error rows in the log: {errors}</code>")
+        image.value = png_bytes(plot_gpumon_metric(rows, metric.value, gpu.value))
+
+    gpu.observe(render, names="value")
+    metric.observe(render, names="value")
+    render()
+    return w.VBox([gpu, metric, caption, image])

@@ -12,7 +12,8 @@ import html
 import numpy as np
 
 from ringlab.calc import (
-    GB, HARDWARE, MODELS, dtype_bytes, format_bytes, get_model, kv_cache_bytes, kv_cache_bytes_per_token, kv_heads_per_rank,
+    GB, HARDWARE, MODELS, dtype_bytes, format_bytes, get_model, kv_cache_bytes, kv_cache_bytes_per_token,
+    kv_heads_per_rank,
 )
 
 from ._mpl import png_bytes, pyplot, widgets

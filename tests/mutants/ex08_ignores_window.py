@@ -5,4 +5,5 @@ EXPECT = ["sliding_window = 4096", "min(tokens, sliding_window)", "Mistral-7B-v0
 
 def kv_cache_bytes(config, tokens, batch_size, bytes_per_element):
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    return 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * bytes_per_element * tokens * batch_size
+    per_token = 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * bytes_per_element
+    return per_token * tokens * batch_size

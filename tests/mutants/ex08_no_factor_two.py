@@ -7,4 +7,5 @@ def kv_cache_bytes(config, tokens, batch_size, bytes_per_element):
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     window = config.get("sliding_window")
     held = tokens if window is None else min(tokens, window)
-    return config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * bytes_per_element * held * batch_size
+    per_token = config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * bytes_per_element
+    return per_token * held * batch_size

@@ -1,7 +1,7 @@
 """Leaves eps out: rstd = 1 / sqrt(var).
 
-Invisible on rows with a spread (eps = 1e-5 is tiny next to var), infinite on a constant row,
-which is why the grader has one (padding tokens and dead features give such rows in practice).
+rstd is then too large by a factor of about 1 + eps / (2 var): visible on the grader's first
+row (D = 7 values whose sample variance is about 0.07), and infinite on its constant row.
 """
 
 EXPECT = ["rstd is", "eps is missing"]
