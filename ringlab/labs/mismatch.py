@@ -393,8 +393,8 @@ def run_scenarios(cases: Sequence[tuple[str, str]], world_size: int = 4, timeout
     Modes (:data:`MODES`): ``plain``; ``detail`` (the case's group is created with
     ``TORCH_DISTRIBUTED_DEBUG=DETAIL``); ``guard`` (calls go through :class:`CollectiveGuard`).
     Each case runs on a fresh gloo group whose timeout is ``timeout`` seconds, so a hang costs
-    about ``timeout`` seconds; process start-up adds a few seconds per rank (on 2 cores, 4 ranks
-    took about 12 s here).
+    about ``timeout`` seconds; process start-up adds a few seconds per rank (on 2 shared cores, 4 ranks
+    took 10-25 s here).
 
     Returns ``{(scenario, mode): [RankOutcome of rank 0, 1, ...]}``. Raises ValueError for an
     unknown scenario or mode, ``world_size < 2`` or a bad ``odd_rank``; errors of
