@@ -14,6 +14,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("ringlab.commands.check", "grade your exercise files (ringlab check ex01, ringlab check --all)"),
     "practice": ("ringlab.commands.practice", "interview practice cards: question, then the worked answer"),
+    "bench": ("ringlab.commands.bench", "bandwidth table, nccl-tests style: torch.distributed vs ringlab's ring"),
     "calc": ("ringlab.commands.calc", "capacity calculators: KV cache, gradient traffic, ... (ringlab calc --help)"),
     "cost": ("ringlab.commands.cost", "bytes per rank, steps and alpha-beta time of each collective algorithm"),
     "gpumon": ("ringlab.commands.gpumon", "append per-GPU utilization and memory to a CSV log (nvidia-smi or NVML)"),

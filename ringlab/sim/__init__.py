@@ -1,4 +1,4 @@
-"""In-process executors that run collective schedules on arrays (numpy)."""
+"""In-process executors that run collective schedules on numpy arrays or torch tensors."""
 
 from .api import CollectiveResult, Traffic, all_gather, reduce_scatter, ring_allreduce, run_schedule
 

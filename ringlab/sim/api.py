@@ -139,7 +139,8 @@ def _torch_numpy_dtype(dtype) -> np.dtype:
     """The numpy dtype matching a supported torch dtype (for op checks); TypeError for others."""
     name = str(dtype).removeprefix("torch.")
     if name not in TORCH_DTYPES:
-        raise TypeError(f"dtype {dtype} is not supported for tensors; use one of: torch.{', torch.'.join(TORCH_DTYPES)}")
+        names = ", ".join(f"torch.{name}" for name in TORCH_DTYPES)
+        raise TypeError(f"dtype {dtype} is not supported for tensors; use one of: {names}")
     return BFLOAT16 if name == "bfloat16" else np.dtype(name)
 
 

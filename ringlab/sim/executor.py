@@ -241,7 +241,8 @@ class _TorchBackend:
     def segment(self, src, base, target, src_run, dst_run):
         if self._stride(target, dst_run) < 0:
             src_run, dst_run = _reverse(src_run), _reverse(dst_run)
-        return self._view(src, src_run), None if base is None else self._view(base, dst_run), self._view(target, dst_run)
+        own = None if base is None else self._view(base, dst_run)
+        return self._view(src, src_run), own, self._view(target, dst_run)
 
     def _index(self, idx: np.ndarray):
         return self.torch.from_numpy(idx).to(self.device)
@@ -339,7 +340,8 @@ def execute(plan: Plan, inputs, out, ufunc, trace: bool = False):
                 if trace:
                     log.append((s, op, per_transfer))
     for op in plan.finals:
-        xp.scatter(outs[op.size_class], op.dst_rank, op.dst_chunk, xp.gather(ins[op.size_class], op.src_rank, op.src_chunk))
+        vals = xp.gather(ins[op.size_class], op.src_rank, op.src_chunk)
+        xp.scatter(outs[op.size_class], op.dst_rank, op.dst_chunk, vals)
     events = _events(log) if trace else None
     return sent, received, events
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 RUN_TIMEOUT_MS = 150_000  # one notebook's Run All; each runs in well under a minute under nbval
-CHANGE_TIMEOUT_S = 15.0  # a callback redraws one matplotlib figure
+CHANGE_TIMEOUT_S = 10.0  # a callback redraws one matplotlib figure
+SETTLE_S = 0.4  # poll interval; the explorer must hold still this long to count as redrawn
 
 
 def committed_widget_notebooks(folder: Path) -> list[Path]:
@@ -142,13 +143,32 @@ def move(control) -> None:
         control.locator("input").first.click()
 
 
-def wait_for_change(explorer, before: tuple, timeout: float = CHANGE_TIMEOUT_S) -> bool:
+def kernel_idle(page) -> bool:
+    return page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0
+
+
+def settled_change(page, explorer, before: tuple, timeout: float = CHANGE_TIMEOUT_S) -> tuple | None:
+    """Wait until the explorer differs from ``before``, the kernel is idle again and the explorer holds
+    still (a callback may set the caption long before the figure); return the settled signature, or
+    None if nothing changed in time. Kernel status messages precede a callback's updates on the same
+    channel, so once a change is seen, "idle" means that callback has finished."""
     deadline = time.monotonic() + timeout
+    previous = before
     while time.monotonic() < deadline:
-        if signature(explorer) != before:
-            return True
-        time.sleep(0.25)
-    return False
+        time.sleep(SETTLE_S)
+        current = signature(explorer)
+        if current == previous and current != before and kernel_idle(page):
+            return current
+        previous = current
+    return None
+
+
+def changed_what(page, explorer, before: tuple) -> str | None:
+    """"figure" if any image's bytes changed, "text" if only text changed; None if neither did."""
+    after = settled_change(page, explorer, before)
+    if after is None:
+        return None
+    return "figure" if after[0] != before[0] else "text"
 
 
 @dataclass
@@ -172,9 +192,10 @@ def run_clean(page, url: str, root: Path, name: str) -> dict:
 def check_explorers(page, url: str, root: Path, name: str, screenshot: Path | None = None) -> Report:
     """Run ``name`` in the browser, then move every enabled control of every explorer, one at a time.
 
-    Raises AssertionError when a cell errors or a widget does not render. Controls that do not
-    change their explorer's figure bytes or text within CHANGE_TIMEOUT_S are reported in
-    ``failures``, named as "<notebook>: moving <kind> <description> did not change ...".
+    Raises AssertionError when a cell errors or a widget does not render. ``failures`` lists each
+    control that changed neither its explorer's figure bytes nor its text within CHANGE_TIMEOUT_S
+    ("<notebook>: moving <kind> <description> did not change ..."), and each explorer with a
+    figure that no control redrew.
     """
     nb = run_clean(page, url, root, name)
     expected = sum(WIDGET_MIME in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
@@ -185,7 +206,7 @@ def check_explorers(page, url: str, root: Path, name: str, screenshot: Path | No
     for i in range(expected):
         explorer = explorers(page).nth(i)
         explorer.scroll_into_view_if_needed()
-        found = controls(explorer)
+        found, redrawn = controls(explorer), False
         if not found:
             report.failures.append(f"{name}: explorer {i} has no slider, dropdown, toggle or checkbox")
         for label, ctl in found:
@@ -193,11 +214,16 @@ def check_explorers(page, url: str, root: Path, name: str, screenshot: Path | No
                 continue  # greyed out in this state (e.g. a parameter of another schedule); a user cannot move it
             before = signature(explorer)
             move(ctl)
-            if wait_for_change(explorer, before):
-                report.moved.append(f"explorer {i}: {label}")
+            what = changed_what(page, explorer, before)
+            if what:
+                report.moved.append(f"explorer {i}: {label} ({what})")
+                redrawn |= what == "figure"
             else:
                 report.failures.append(f"{name}: moving {label} did not change the figure or text of explorer {i} "
                                        f"within {CHANGE_TIMEOUT_S:.0f} s (broken callback?)")
+        # Some controls only change a caption (a link speed, say), but a figure no control redraws is stale.
+        if signature(explorer)[0] and not redrawn:
+            report.failures.append(f"{name}: no control of explorer {i} redrew its figure")
     if screenshot is not None:
         explorers(page).first.scroll_into_view_if_needed()
         page.screenshot(path=str(screenshot))

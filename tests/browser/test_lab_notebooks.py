@@ -47,8 +47,9 @@ def test_start_page_links_every_topic(page, lab, artifacts):
     page.locator(".jp-MarkdownOutput h1", has_text=read_topic(lab.root / topics[0]).title).first.wait_for()
 
 
-# Three explorers built like ringlab's (a slider whose callback redraws a figure into an Image):
-# one works, one callback raises, one draws but never updates the Image.
+# Explorers built like ringlab's (a slider whose callback writes a caption and redraws a figure into
+# an Image): one works, one callback raises, one draws but never updates the Image, one updates the
+# caption only.
 _DOUBLE = '''import ipywidgets as w
 from ringlab.viz._mpl import png_bytes, pyplot
 
@@ -64,34 +65,42 @@ def figure(n):
 
 def explorer(name, callback):
     slider = w.IntSlider(value=3, min=1, max=9, description=name)
-    image = w.Image(value=png_bytes(figure(3)), format="png")
-    slider.observe(lambda change: callback(image, change.new), names="value")
-    return slider, image
+    caption, image = w.HTML("n = 3"), w.Image(value=png_bytes(figure(3)), format="png")
+    slider.observe(lambda change: callback(caption, image, change.new), names="value")
+    return w.VBox([slider, caption, image])
 
 
-def works(image, n):
+def works(caption, image, n):
+    caption.value = f"n = {n}"
     image.value = png_bytes(figure(n))
 
 
-def raises(image, n):
+def raises(caption, image, n):
     raise RuntimeError("deliberately broken callback")
 
 
-def never_updates(image, n):
-    png_bytes(figure(n))  # draws, but never puts the figure in the Image
+def never_updates(caption, image, n):
+    png_bytes(figure(n))  # draws, but puts nothing anywhere
 
 
-w.VBox([w.VBox(explorer("works", works)), w.VBox(explorer("raises", raises)),
-        w.VBox(explorer("stale", never_updates))])'''
+def caption_only(caption, image, n):
+    caption.value = f"n = {n}"  # the figure stays the old one'''
+EXPLORERS = ['explorer("works", works)', 'explorer("raises", raises)', 'explorer("stale", never_updates)',
+             'explorer("caption", caption_only)']
 
 
 def test_the_check_fails_on_broken_callbacks(page, lab):
     name = "double_explorers.ipynb"
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells.append(nbformat.v4.new_code_cell(_DOUBLE))
+    nb.cells += [nbformat.v4.new_code_cell(src) for src in [_DOUBLE, *EXPLORERS]]
     nbformat.write(nb, lab.root / name)
     report = check_explorers(page, lab.url, lab.root, name)
-    assert report.moved == ["explorer 0: slider works"]
-    assert [re.search(r"moving (.+?) did not change", f).group(1) for f in report.failures] == \
-        ["slider raises", "slider stale"]
+    assert report.moved == ["explorer 0: slider works (figure)", "explorer 3: slider caption (text)"]
+    assert report.failures == [
+        f"{name}: moving slider raises did not change the figure or text of explorer 1 within 10 s (broken callback?)",
+        f"{name}: no control of explorer 1 redrew its figure",
+        f"{name}: moving slider stale did not change the figure or text of explorer 2 within 10 s (broken callback?)",
+        f"{name}: no control of explorer 2 redrew its figure",
+        f"{name}: no control of explorer 3 redrew its figure",
+    ]
