@@ -93,6 +93,13 @@ def _mirror(n):
     return Schedule("all_reduce", "mirror", n, n, (step,), (every,) * n, (every,) * n)
 
 
+def _scrambled(n):
+    """One step whose (rank, chunk) pairs follow no stride: rank r adds chunk (r*r) % n into rank (3r+1) % n."""
+    step = tuple(Transfer(r, (3 * r + 1) % n, (r * r) % n, True) for r in range(n) if (3 * r + 1) % n != r)
+    every = tuple(range(n))
+    return Schedule("all_reduce", "scrambled", n, n, (step,), (every,) * n, (every,) * n)
+
+
 def _direct(n):
     """Every rank sends every chunk to every other rank at once: reads and writes overlap within the step."""
     step = tuple(Transfer(s, d, c, True) for s in range(n) for d in range(n) for c in range(n) if s != d)
@@ -120,8 +127,10 @@ def test_negative_stride_runs_match_numpy_and_hand_result(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_overlapping_step_with_repeated_receivers_uses_gather_scatter(device):
     n, numel = 4, 11
-    plan = compile_schedule(_direct(n), numel)
+    plan = compile_schedule(_scrambled(31), 31 * 3)
     assert all(op.segments is None for rounds in plan.steps for ops in rounds for op in ops)  # fancy path
+    xs = _tensor(31, 93, "float32", seed=3).to(device)
+    _same(run_schedule(_scrambled(31), xs), run_schedule(_scrambled(31), xs.cpu().numpy()))
     x = _tensor(n, numel, "int64", seed=5).to(device) // 4
     res_t = run_schedule(_direct(n), x)
     _same(res_t, run_schedule(_direct(n), x.cpu().numpy()))

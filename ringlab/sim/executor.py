@@ -7,10 +7,12 @@ ring's do (the "diagonal" rank r -> chunk r - s), becomes a handful of strided v
 one in-place ufunc call per view; any other group becomes one fancy-indexed gather and
 scatter. Either way no Python loop runs over ranks while data moves.
 
-Memory: the executor writes only into the output array. A rank's chunk that has not been
-written yet is read straight from the input, so the input is never copied up front; chunks
-that no step writes are copied from the input at the end. Peak memory is therefore the
-output plus one step's worth of gathered chunks (about ``numel`` elements).
+Memory: a rank's chunk that has not been written yet is read straight from the input, so the
+input is never copied up front. Only final values are written into the output array; a
+value that will be overwritten or that dies (a partial sum on its way round the ring) lives in
+a small scratch block recycled after its last read, so it costs no trip through the large,
+strided output. Chunks that no step writes are copied from the input at the end. For the ring
+the scratch holds two steps' worth of chunks (about ``2 * numel`` elements).
 
 Bytes are counted from the arrays actually gathered for sending at each step.
 
@@ -27,26 +29,32 @@ import numpy as np
 
 from ringlab.collectives import Schedule, chunk_sizes
 
-_INPUT, _OUTPUT = 0, 1  # where an operand is read from
+_INPUT, _OUTPUT = 0, 1  # view ids; scratch block b is view 2 + b
 
 
 @dataclass(frozen=True)
 class _Op:
-    """A vectorised group of transfers of one step: same size class, same operand locations."""
+    """A vectorised group of transfers of one step (one size class, one view per operand).
+
+    Logical fields say what moved (for byte counts and traces); ``*_at`` give where each operand
+    lives physically: (rank, chunk) in the input or output view, (0, row) in a scratch block.
+    """
 
     size_class: int
     reduce: bool
-    src_from: int
-    base_from: int  # for reduce: where the receiver's own copy lives
-    src_rank: np.ndarray
-    src_chunk: np.ndarray  # chunk index local to the size class
+    src_view: int
+    base_view: int  # where the receiver's current copy lives (reduce only)
+    dst_view: int
+    src_at: np.ndarray  # (k, 2)
+    base_at: np.ndarray | None  # (k, 2) for reduce
+    dst_at: np.ndarray  # (k, 2)
+    src_rank: np.ndarray  # logical sender of each transfer
     dst_rank: np.ndarray
-    dst_chunk: np.ndarray
     chunk: np.ndarray  # global chunk index, for traces
-    segments: tuple | None = None  # strided runs ((src run), (dst run)) when the group is regular
+    segments: tuple | None = None  # strided runs (src, base or None, dst) when the group is regular
 
 
-# A run is (rank0, chunk0, rank step, chunk step, length): the slots it covers lie on a line.
+# A run is (row0, col0, row step, col step, length): the slots it covers lie on a line.
 _MAX_RUNS = 8
 
 
@@ -67,36 +75,43 @@ def _runs(rank: np.ndarray, chunk: np.ndarray) -> list[tuple[int, int, int, int,
     return runs
 
 
-def _segments(src_rank, src_chunk, dst_rank, dst_chunk):
-    """Strided runs covering a group, cut where either side changes stride; None if too irregular."""
-    order = np.lexsort((dst_rank, dst_chunk))
-    cols = [a[order] for a in (src_rank, src_chunk, dst_rank, dst_chunk)]
+def _segments(sides: list[np.ndarray | None]):
+    """Strided runs covering a group, cut where any side changes stride; None if too irregular.
+
+    ``sides`` are (k, 2) coordinate arrays (src, base or None, dst) in the group's order.
+    """
+    present = [a for a in sides if a is not None]
     cuts = set()
-    for rank, chunk in ((cols[0], cols[1]), (cols[2], cols[3])):
+    for at in present:
         start = 0
-        for run in _runs(rank, chunk):
+        for run in _runs(at[:, 0], at[:, 1]):
             start += run[4]
             cuts.add(start)
     if len(cuts) > _MAX_RUNS:
         return None
     segments, start = [], 0
     for stop in sorted(cuts):
-        src = _runs(cols[0][start:stop], cols[1][start:stop])
-        dst = _runs(cols[2][start:stop], cols[3][start:stop])
-        segments.append((src[0], dst[0]))
+        segments.append(tuple(None if at is None else _runs(at[start:stop, 0], at[start:stop, 1])[0]
+                              for at in sides))
         start = stop
     return tuple(segments)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """A schedule compiled for one message size: per step, the ordered rounds of ops."""
+    """A schedule compiled for one message size: per step, the ordered rounds of ops.
+
+    ``blocks`` lists the scratch buffers as (size class, rows): transient values (partial
+    results that are overwritten or die before the end) live there, so only final values are
+    written into the output array.
+    """
 
     schedule: Schedule
     numel: int
     bounds: tuple[tuple[int, int, int], ...]  # per size class: (first chunk, n chunks, chunk numel)
     steps: tuple[tuple[tuple[_Op, ...], ...], ...]  # step -> rounds -> ops
     finals: tuple[_Op, ...]  # copies of output chunks never written by a step
+    blocks: tuple[tuple[int, int], ...] = ()
 
 
 def _size_classes(numel: int, num_chunks: int) -> tuple[tuple[int, int, int], ...]:
@@ -107,8 +122,48 @@ def _size_classes(numel: int, num_chunks: int) -> tuple[tuple[int, int, int], ..
     return tuple(run for run in runs if run[1] > 0)
 
 
+def _rounds(step) -> list[int]:
+    """Round of each transfer: the k-th transfer into the same (rank, chunk) in a step applies in round k."""
+    seen: dict = {}
+    rounds = []
+    for t in step:
+        rounds.append(seen.get((t.dst, t.chunk), 0))
+        seen[(t.dst, t.chunk)] = rounds[-1] + 1
+    return rounds
+
+
+def _liveness(schedule: Schedule):
+    """Which writes are final output values, and the last step that reads each write.
+
+    A write is named by ``(step, index of the transfer in the step)``. Sends read the values
+    held at the start of their step; a reduce also reads the receiver's current value.
+    """
+    outputs = {(r, c) for r, chunks in enumerate(schedule.outputs) for c in chunks}
+    current: dict = {}  # slot -> write holding its value
+    last_read: dict = {}
+    last_write: dict = {}
+    for s, step in enumerate(schedule.steps):
+        for t in step:
+            if (t.src, t.chunk) in current:
+                last_read[current[(t.src, t.chunk)]] = s
+        rounds = _rounds(step)
+        for rnd in range(max(rounds, default=-1) + 1):
+            for i, t in enumerate(step):
+                if rounds[i] == rnd:
+                    slot = (t.dst, t.chunk)
+                    if t.reduce and slot in current:
+                        last_read[current[slot]] = s
+                    current[slot] = last_write[slot] = (s, i)
+    return {w for slot, w in last_write.items() if slot in outputs}, last_read
+
+
 def compile_schedule(schedule: Schedule, numel: int) -> Plan:
     """Check that every transfer reads defined data and group the transfers into vectorised ops.
+
+    Every value a step produces goes either to the output array (when it is the final value of
+    an output chunk) or to a scratch block that is recycled once the value has been read for the
+    last time. Because no step writes where the same step reads, each regular group can run as
+    in-place strided ufunc calls.
 
     Raises ValueError when a step reads, or reduces into, a chunk its rank does not hold yet.
     """
@@ -119,59 +174,91 @@ def compile_schedule(schedule: Schedule, numel: int) -> Plan:
     for k, (first, count, _) in enumerate(bounds):
         cls[first:first + count] = k
         local[first:first + count] = np.arange(count)
+    final, last_read = _liveness(schedule)
 
-    in_input = np.zeros((n, c), dtype=bool)
+    loc: dict = {}  # (rank, chunk) -> (view, row, col) of its current value
     for r, chunks in enumerate(schedule.inputs):
-        in_input[r, list(chunks)] = True
-    written = np.zeros((n, c), dtype=bool)
+        for ch in chunks:
+            loc[(r, ch)] = (_INPUT, r, int(local[ch]))
+    blocks: list[list] = []  # [size class, rows, busy rows]
+    free: list[int] = []
+    releases: dict[int, list] = {}  # step -> [(block, row)] to free at its end
+    holder: dict = {}  # write id -> (block, row)
 
-    def where(rank: int, chunk: int, step: int, role: str) -> int:
-        if written[rank, chunk]:
-            return _OUTPUT
-        if in_input[rank, chunk]:
-            return _INPUT
-        raise ValueError(f"{schedule.algorithm} {schedule.collective}: step {step} {role} chunk {chunk} "
-                         f"on rank {rank}, which holds no data for it yet")
+    def where(rank: int, chunk: int, step: int, role: str, table: dict):
+        try:
+            return table[(rank, chunk)]
+        except KeyError:
+            raise ValueError(f"{schedule.algorithm} {schedule.collective}: step {step} {role} chunk {chunk} "
+                             f"on rank {rank}, which holds no data for it yet") from None
+
+    def allocate(size_class: int, rows: int) -> int:
+        for b in free:
+            if blocks[b][0] == size_class and blocks[b][1] >= rows:
+                free.remove(b)
+                return b
+        blocks.append([size_class, rows, 0])
+        return len(blocks) - 1
 
     steps = []
     for s, step in enumerate(schedule.steps):
-        # Every send reads the value held at the start of the step; receivers are applied in
-        # rounds so that two transfers into the same (rank, chunk) apply one after the other.
-        keyed, seen = {}, {}
-        for t in step:
-            src_from = where(t.src, t.chunk, s, "sends")
-            base_from = where(t.dst, t.chunk, s, "reduces into") if t.reduce else _OUTPUT
-            rnd = seen.get((t.dst, t.chunk), 0)
-            seen[(t.dst, t.chunk)] = rnd + 1
-            if rnd and base_from == _INPUT:
-                base_from = _OUTPUT  # the first round of this step has written it
-            keyed.setdefault((rnd, int(cls[t.chunk]), t.reduce, src_from, base_from), []).append(t)
-        # In-place strided ops are safe only if no slot is both read and written in the step.
-        hazard = bool({(t.src, t.chunk) for t in step} & {(t.dst, t.chunk) for t in step})
-        rounds: dict[int, list[_Op]] = {}
-        for (rnd, k, reduce, src_from, base_from), ts in sorted(keyed.items()):
-            arr = np.array([(t.src, t.dst, t.chunk) for t in ts], dtype=np.int64).reshape(-1, 3)
-            src_rank, dst_rank, chunk = arr[:, 0], arr[:, 1], local[arr[:, 2]]
-            segments = None if hazard else _segments(src_rank, chunk, dst_rank, chunk)
-            rounds.setdefault(rnd, []).append(_Op(k, reduce, src_from, base_from, src_rank, chunk,
-                                                  dst_rank, chunk, arr[:, 2], segments))
-        for t in step:
-            written[t.dst, t.chunk] = True
-        steps.append(tuple(tuple(ops) for _, ops in sorted(rounds.items())))
+        start = {(t.src, t.chunk): where(t.src, t.chunk, s, "sends", loc) for t in step}
+        rounds_of = _rounds(step)
+        step_ops = []
+        for rnd in range(max(rounds_of, default=-1) + 1):
+            groups: dict = {}
+            for i, t in enumerate(step):
+                if rounds_of[i] != rnd:
+                    continue
+                src = start[(t.src, t.chunk)]
+                base = where(t.dst, t.chunk, s, "reduces into", loc) if t.reduce else None
+                to_out = (s, i) in final
+                key = (int(cls[t.chunk]), t.reduce, src[0], None if base is None else base[0], to_out)
+                groups.setdefault(key, []).append((i, t, src, base))
+            ops = []
+            for (k, reduce, src_view, base_view, to_out), items in sorted(groups.items(), key=lambda kv: str(kv[0])):
+                items.sort(key=lambda it: (it[1].chunk, it[1].dst))
+                if to_out:
+                    dst_view = _OUTPUT
+                    dst_at = np.array([(t.dst, local[t.chunk]) for _, t, _, _ in items], dtype=np.int64)
+                else:
+                    b = allocate(k, len(items))
+                    dst_view = 2 + b
+                    dst_at = np.stack([np.zeros(len(items), dtype=np.int64), np.arange(len(items))], axis=1)
+                src_at = np.array([src[1:] for _, _, src, _ in items], dtype=np.int64).reshape(-1, 2)
+                base_at = np.array([base[1:] for *_, base in items], dtype=np.int64).reshape(-1, 2) if reduce else None
+                logical = np.array([(t.src, t.dst, t.chunk) for _, t, _, _ in items], dtype=np.int64).reshape(-1, 3)
+                ops.append(_Op(k, reduce, src_view, -1 if base_view is None else base_view, dst_view, src_at,
+                               base_at, dst_at, logical[:, 0], logical[:, 1], logical[:, 2],
+                               _segments([src_at, base_at, dst_at])))
+                for row, (i, t, _, _) in enumerate(items):
+                    loc[(t.dst, t.chunk)] = (dst_view, int(dst_at[row, 0]), int(dst_at[row, 1]))
+                    if not to_out:
+                        blocks[dst_view - 2][2] += 1
+                        holder[(s, i)] = (dst_view - 2, row)
+                        releases.setdefault(last_read.get((s, i), s), []).append((s, i))
+            step_ops.append(tuple(ops))
+        for w in releases.pop(s, []):
+            b, _ = holder.pop(w)
+            blocks[b][2] -= 1
+            if blocks[b][2] == 0:
+                free.append(b)
+        steps.append(tuple(step_ops))
 
     finals = []
     for k, (first, count, _) in enumerate(bounds):
         ranks, chunks = [], []
         for r, out_chunks in enumerate(schedule.outputs):
             for ch in out_chunks:
-                if first <= ch < first + count and not written[r, ch]:
-                    where(r, ch, len(schedule.steps), "returns")
+                if first <= ch < first + count and where(r, ch, len(schedule.steps), "returns", loc)[0] == _INPUT:
                     ranks.append(r)
                     chunks.append(ch)
         if ranks:
             rk, ch = np.array(ranks, dtype=np.int64), np.array(chunks, dtype=np.int64)
-            finals.append(_Op(k, False, _INPUT, _OUTPUT, rk, local[ch], rk, local[ch], ch))
-    return Plan(schedule, int(numel), bounds, tuple(steps), tuple(finals))
+            at = np.stack([rk, local[ch]], axis=1)
+            finals.append(_Op(k, False, _INPUT, -1, _OUTPUT, at, None, at, rk, rk, ch))
+    return Plan(schedule, int(numel), bounds, tuple(steps), tuple(finals),
+                tuple((size_class, rows) for size_class, rows, _ in blocks))
 
 
 def _reverse(run):
@@ -188,9 +275,14 @@ class _NumpyBackend:
         return arr[:, start:stop].reshape(arr.shape[0], count, size)
 
     @staticmethod
-    def segment(src, base, target, src_run, dst_run):
-        """Strided views ``(read, own copy or None, write)`` of one pair of runs, each ``(length, size)``."""
-        return _strided(src, src_run), None if base is None else _strided(base, dst_run), _strided(target, dst_run)
+    def segment(src, base, target, src_run, base_run, dst_run):
+        """Strided views ``(read, own copy or None, write)`` of one set of runs, each ``(length, size)``."""
+        return _strided(src, src_run), None if base is None else _strided(base, base_run), _strided(target, dst_run)
+
+    @staticmethod
+    def scratch(like, rows: int, size: int):
+        """An uninitialised (1, rows, size) buffer of ``like``'s dtype for transient values."""
+        return np.empty((1, rows, size), dtype=like.dtype)
 
     @staticmethod
     def gather(view, rank, chunk):
@@ -238,11 +330,15 @@ class _TorchBackend:
         offset = view.storage_offset() + rank0 * view.stride(0) + chunk0 * view.stride(1)
         return self.torch.as_strided(view, (length, view.shape[2]), (self._stride(view, run), view.stride(2)), offset)
 
-    def segment(self, src, base, target, src_run, dst_run):
+    def segment(self, src, base, target, src_run, base_run, dst_run):
         if self._stride(target, dst_run) < 0:
             src_run, dst_run = _reverse(src_run), _reverse(dst_run)
-        own = None if base is None else self._view(base, dst_run)
+            base_run = None if base_run is None else _reverse(base_run)
+        own = None if base is None else self._view(base, base_run)
         return self._view(src, src_run), own, self._view(target, dst_run)
+
+    def scratch(self, like, rows: int, size: int):
+        return self.torch.empty((1, rows, size), dtype=like.dtype, device=like.device)
 
     def _index(self, idx: np.ndarray):
         return self.torch.from_numpy(idx).to(self.device)
@@ -306,42 +402,44 @@ def execute(plan: Plan, inputs, out, ufunc, trace: bool = False):
     combine = None if ufunc is None else xp.combine(ufunc)
     outs = _class_views(out, plan.bounds, xp)
     ins = _class_views(inputs, plan.bounds, xp) if inputs is not None else outs
-    sources = {_INPUT: ins, _OUTPUT: outs}
+    scratch = [xp.scratch(out, rows, plan.bounds[k][2]) for k, rows in plan.blocks]
+
+    def view(view_id: int, size_class: int):
+        return ins[size_class] if view_id == _INPUT else outs[size_class] if view_id == _OUTPUT else scratch[view_id - 2]
+
     sent = np.zeros((len(plan.steps), n), dtype=np.int64)
     received = np.zeros_like(sent)
     log: list[tuple] = []
     for s, rounds in enumerate(plan.steps):
-        # gather what the irregular groups send before anything in this step is received
-        payloads = [[None if op.segments else xp.gather(sources[op.src_from][op.size_class], op.src_rank, op.src_chunk)
-                     for op in ops] for ops in rounds]
-        for ops, vals_list in zip(rounds, payloads):
-            for op, vals in zip(ops, vals_list):
-                src, base, target = (sources[op.src_from][op.size_class], sources[op.base_from][op.size_class],
-                                     outs[op.size_class])
+        for ops in rounds:
+            for op in ops:
+                src, target = view(op.src_view, op.size_class), view(op.dst_view, op.size_class)
+                base = view(op.base_view, op.size_class) if op.reduce else None
                 if op.segments:
                     moved = 0
-                    for src_run, dst_run in op.segments:
-                        sv, bv, dv = xp.segment(src, base if op.reduce else None, target, src_run, dst_run)
+                    for src_run, base_run, dst_run in op.segments:
+                        sv, bv, dv = xp.segment(src, base, target, src_run, base_run, dst_run)
                         if op.reduce:
                             combine(bv, sv, out=dv)
                         else:
                             dv[...] = sv
                         moved += sv.nbytes
                 else:
+                    vals = xp.gather(src, op.src_at[:, 0], op.src_at[:, 1])
                     moved = vals.nbytes
                     if op.reduce:
-                        acc = xp.gather(base, op.dst_rank, op.dst_chunk)
+                        acc = xp.gather(base, op.base_at[:, 0], op.base_at[:, 1])
                         combine(acc, vals, out=acc)
                         vals = acc
-                    xp.scatter(target, op.dst_rank, op.dst_chunk, vals)
+                    xp.scatter(target, op.dst_at[:, 0], op.dst_at[:, 1], vals)
                 per_transfer = moved // len(op.src_rank)
                 sent[s] += np.bincount(op.src_rank, minlength=n) * per_transfer
                 received[s] += np.bincount(op.dst_rank, minlength=n) * per_transfer
                 if trace:
                     log.append((s, op, per_transfer))
     for op in plan.finals:
-        vals = xp.gather(ins[op.size_class], op.src_rank, op.src_chunk)
-        xp.scatter(outs[op.size_class], op.dst_rank, op.dst_chunk, vals)
+        vals = xp.gather(ins[op.size_class], op.src_at[:, 0], op.src_at[:, 1])
+        xp.scatter(outs[op.size_class], op.dst_at[:, 0], op.dst_at[:, 1], vals)
     events = _events(log) if trace else None
     return sent, received, events
 
