@@ -78,7 +78,9 @@ def _runs(rank: np.ndarray, chunk: np.ndarray) -> list[tuple[int, int, int, int,
 def _segments(sides: list[np.ndarray | None]):
     """Strided runs covering a group, cut where any side changes stride; None if too irregular.
 
-    ``sides`` are (k, 2) coordinate arrays (src, base or None, dst) in the group's order.
+    ``sides`` are (k, 2) coordinate arrays (src, base or None, dst) in the group's order. A
+    group is regular enough when it needs at most ``_MAX_RUNS`` runs, or runs averaging at
+    least four transfers (each run costs a few Python calls; a gather costs a copy).
     """
     present = [a for a in sides if a is not None]
     cuts = set()
@@ -87,7 +89,7 @@ def _segments(sides: list[np.ndarray | None]):
         for run in _runs(at[:, 0], at[:, 1]):
             start += run[4]
             cuts.add(start)
-    if len(cuts) > _MAX_RUNS:
+    if len(cuts) > max(_MAX_RUNS, len(present[0]) // 4):
         return None
     segments, start = [], 0
     for stop in sorted(cuts):
@@ -112,6 +114,30 @@ class Plan:
     steps: tuple[tuple[tuple[_Op, ...], ...], ...]  # step -> rounds -> ops
     finals: tuple[_Op, ...]  # copies of output chunks never written by a step
     blocks: tuple[tuple[int, int], ...] = ()
+
+
+def _rows(k: int) -> np.ndarray:
+    """Coordinates (0, 0) .. (0, k - 1): consecutive rows of a scratch block."""
+    return np.stack([np.zeros(k, dtype=np.int64), np.arange(k, dtype=np.int64)], axis=1)
+
+
+def _best_order(items, reduce: bool, to_out: bool, local):
+    """Order a group's transfers chunk-major or rank-major, whichever needs fewer strided runs.
+
+    ``items`` are (index, transfer, src location, base location). Returns the ordered items and
+    their segments (None when neither order is regular enough).
+    """
+    best = None
+    for key in (lambda it: (it[1].chunk, it[1].dst), lambda it: (it[1].dst, it[1].chunk)):
+        ordered = sorted(items, key=key)
+        src_at = np.array([src[1:] for _, _, src, _ in ordered], dtype=np.int64).reshape(-1, 2)
+        base_at = np.array([base[1:] for *_, base in ordered], dtype=np.int64).reshape(-1, 2) if reduce else None
+        dst_at = (np.array([(t.dst, local[t.chunk]) for _, t, _, _ in ordered], dtype=np.int64) if to_out
+                  else _rows(len(ordered)))
+        segments = _segments([src_at, base_at, dst_at])
+        if best is None or (segments is not None and (best[1] is None or len(segments) < len(best[1]))):
+            best = (ordered, segments)
+    return best
 
 
 def _size_classes(numel: int, num_chunks: int) -> tuple[tuple[int, int, int], ...]:
@@ -217,20 +243,19 @@ def compile_schedule(schedule: Schedule, numel: int) -> Plan:
                 groups.setdefault(key, []).append((i, t, src, base))
             ops = []
             for (k, reduce, src_view, base_view, to_out), items in sorted(groups.items(), key=lambda kv: str(kv[0])):
-                items.sort(key=lambda it: (it[1].chunk, it[1].dst))
+                items, segments = _best_order(items, reduce, to_out, local)
                 if to_out:
                     dst_view = _OUTPUT
                     dst_at = np.array([(t.dst, local[t.chunk]) for _, t, _, _ in items], dtype=np.int64)
                 else:
                     b = allocate(k, len(items))
                     dst_view = 2 + b
-                    dst_at = np.stack([np.zeros(len(items), dtype=np.int64), np.arange(len(items))], axis=1)
+                    dst_at = _rows(len(items))
                 src_at = np.array([src[1:] for _, _, src, _ in items], dtype=np.int64).reshape(-1, 2)
                 base_at = np.array([base[1:] for *_, base in items], dtype=np.int64).reshape(-1, 2) if reduce else None
                 logical = np.array([(t.src, t.dst, t.chunk) for _, t, _, _ in items], dtype=np.int64).reshape(-1, 3)
                 ops.append(_Op(k, reduce, src_view, -1 if base_view is None else base_view, dst_view, src_at,
-                               base_at, dst_at, logical[:, 0], logical[:, 1], logical[:, 2],
-                               _segments([src_at, base_at, dst_at])))
+                               base_at, dst_at, logical[:, 0], logical[:, 1], logical[:, 2], segments))
                 for row, (i, t, _, _) in enumerate(items):
                     loc[(t.dst, t.chunk)] = (dst_view, int(dst_at[row, 0]), int(dst_at[row, 1]))
                     if not to_out:
