@@ -23,8 +23,11 @@ demo: install
 test: install
 	$(PY) -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 
+# JupyterLab refuses to start as root without --allow-root (containers, CI boxes).
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(LAB_ARGS)
 
 bench: install
 	$(PY) benchmarks/bench_ring_sim.py

@@ -112,7 +112,7 @@ def ring_explorer(max_world_size: int = 12, world_size: int = 4):
     n_slider = w.IntSlider(value=world_size, min=1, max=max_world_size, description="world_size")
     s_slider = w.IntSlider(value=0, min=0, max=2 * (world_size - 1), description="step")
     caption = w.HTML()
-    image = w.Image(format="png")
+    image = w.Image(format="png", layout=w.Layout(width="auto", max_width="640px"))  # native size, not stretched
 
     def render(*_):
         s_slider.max = 2 * (n_slider.value - 1)
