@@ -56,6 +56,7 @@ class _Op:
 
 # A run is (row0, col0, row step, col step, length): the slots it covers lie on a line.
 _MAX_RUNS = 8
+_BIG_CHUNK = 1 << 15
 
 
 def _runs(rank: np.ndarray, chunk: np.ndarray) -> list[tuple[int, int, int, int, int]]:
@@ -75,12 +76,14 @@ def _runs(rank: np.ndarray, chunk: np.ndarray) -> list[tuple[int, int, int, int,
     return runs
 
 
-def _segments(sides: list[np.ndarray | None]):
+def _segments(sides: list[np.ndarray | None], chunk_numel: int):
     """Strided runs covering a group, cut where any side changes stride; None if too irregular.
 
-    ``sides`` are (k, 2) coordinate arrays (src, base or None, dst) in the group's order. A
-    group is regular enough when it needs at most ``_MAX_RUNS`` runs, or runs averaging at
-    least four transfers (each run costs a few Python calls; a gather costs a copy).
+    ``sides`` are (k, 2) coordinate arrays (src, base or None, dst) in the group's order. Each
+    run costs a few Python calls (tens of microseconds) while a gather costs two extra copies of
+    the data, so runs are used when there are at most ``_MAX_RUNS`` of them, when they average at
+    least four transfers, or when chunks are so large (``_BIG_CHUNK`` elements) that copying
+    dominates anyway.
     """
     present = [a for a in sides if a is not None]
     cuts = set()
@@ -89,7 +92,7 @@ def _segments(sides: list[np.ndarray | None]):
         for run in _runs(at[:, 0], at[:, 1]):
             start += run[4]
             cuts.add(start)
-    if len(cuts) > max(_MAX_RUNS, len(present[0]) // 4):
+    if chunk_numel < _BIG_CHUNK and len(cuts) > max(_MAX_RUNS, len(present[0]) // 4):
         return None
     segments, start = [], 0
     for stop in sorted(cuts):
@@ -121,7 +124,7 @@ def _rows(k: int) -> np.ndarray:
     return np.stack([np.zeros(k, dtype=np.int64), np.arange(k, dtype=np.int64)], axis=1)
 
 
-def _best_order(items, reduce: bool, to_out: bool, local):
+def _best_order(items, reduce: bool, to_out: bool, local, chunk_numel: int):
     """Order a group's transfers chunk-major or rank-major, whichever needs fewer strided runs.
 
     ``items`` are (index, transfer, src location, base location). Returns the ordered items and
@@ -134,7 +137,7 @@ def _best_order(items, reduce: bool, to_out: bool, local):
         base_at = np.array([base[1:] for *_, base in ordered], dtype=np.int64).reshape(-1, 2) if reduce else None
         dst_at = (np.array([(t.dst, local[t.chunk]) for _, t, _, _ in ordered], dtype=np.int64) if to_out
                   else _rows(len(ordered)))
-        segments = _segments([src_at, base_at, dst_at])
+        segments = _segments([src_at, base_at, dst_at], chunk_numel)
         if best is None or (segments is not None and (best[1] is None or len(segments) < len(best[1]))):
             best = (ordered, segments)
     return best
@@ -243,7 +246,7 @@ def compile_schedule(schedule: Schedule, numel: int) -> Plan:
                 groups.setdefault(key, []).append((i, t, src, base))
             ops = []
             for (k, reduce, src_view, base_view, to_out), items in sorted(groups.items(), key=lambda kv: str(kv[0])):
-                items, segments = _best_order(items, reduce, to_out, local)
+                items, segments = _best_order(items, reduce, to_out, local, bounds[k][2])
                 if to_out:
                     dst_view = _OUTPUT
                     dst_at = np.array([(t.dst, local[t.chunk]) for _, t, _, _ in items], dtype=np.int64)
