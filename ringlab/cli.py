@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def _usage() -> str:
     width = max(len(name) for name in COMMANDS)
-    lines = ["usage: ringlab <command> [options]", "", "commands:"]
+    lines = ["usage: ringlab <command> [options]   (ringlab --version)", "", "commands:"]
     lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in sorted(COMMANDS.items())]
     lines += ["", "Run 'ringlab <command> --help' for the options of one command."]
     return "\n".join(lines)
@@ -35,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
+        return 0
+    if argv[0] == "--version":
+        from ringlab import __version__
+
+        print(f"ringlab {__version__}")
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:

@@ -38,7 +38,7 @@ def test_custom_alpha_and_bandwidth(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [(["--fabric", "nvlnk4"], "did you mean nvlink4"),
-                                           (["--size", "12XB"], "cannot read size"),
+                                           (["--size", "12XB"], "cannot parse size"),
                                            (["--world-size", "0"], "world-size")])
 def test_errors_exit_2_with_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -50,3 +50,12 @@ def test_all_to_all_has_no_crossover_line(capsys):
     assert main(["--collective", "all_to_all", "--world-size", "8", "--size", "8MiB"]) == 0
     out = capsys.readouterr().out
     assert "pairwise" in out and "beats" not in out
+
+
+def test_identical_costs_are_reported_as_ties(capsys):
+    from ringlab.commands.cost import main as cost_main
+
+    assert cost_main(["--collective", "all_reduce", "--world-size", "2", "--size", "1MB", "--fabric", "ib-ndr"]) == 0
+    out = capsys.readouterr().out
+    # at N=2 ring, Rabenseifner and the double binary tree all send M/2 twice in 2 steps: the same line
+    assert "ring ties with rabenseifner" in out and "ring beats rabenseifner" not in out

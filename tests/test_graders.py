@@ -109,3 +109,8 @@ def test_hints_are_graded_and_bounded():
         assert hint(exercise_id, 1).startswith(f"{exercise_id} hint 1/")
     with pytest.raises(ValueError):
         hint("ex01", 4)
+
+
+def test_loading_a_non_python_file_is_a_clear_error():
+    with pytest.raises(ValueError, match="not a Python file"):
+        load("ex01", ROOT / "README.md")

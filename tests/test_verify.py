@@ -19,8 +19,10 @@ def test_gradient_buckets_average_to_the_full_batch_gradient():
         assert b.grads.shape == (n, b.num_params) and b.grads.dtype == np.float32
         # independent check: the mean of per-shard gradients equals the one-process gradient
         assert np.allclose(b.grads.astype(np.float64).mean(0), b.full_batch, rtol=1e-4, atol=1e-6)
-    # smaller world sizes reuse the first shards of the largest
+    # smaller world sizes reuse the first shards of the largest, and asking for one alone gives the same data
     assert np.array_equal(buckets[3].grads, buckets[8].grads[:3])
+    alone = shard_gradients([3])[3]
+    assert np.array_equal(alone.grads, buckets[3].grads) and np.array_equal(alone.full_batch, buckets[3].full_batch)
 
 
 def test_verify_on_gradients_passes_and_checks_the_full_batch():
@@ -97,9 +99,25 @@ def test_cli_exit_code_1_on_mismatch(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv", [["--dtype", "foo"], ["--op", "mean"], ["--numel", "10"],
-                                  ["--input", "random", "--size", "3B"], ["--world-sizes", "0"]])
+                                  ["--input", "random", "--size", "3B"], ["--world-sizes", "0"],
+                                  ["--world-sizes", "4-2"], ["--world-sizes", "100000", "--input", "random"]])
 def test_cli_usage_errors_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_version_flag(capsys):
+    from ringlab import __version__
+    from ringlab.cli import main as cli_main
+
+    assert cli_main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"ringlab {__version__}"
+
+
+def test_calc_comm_params_in_billions(capsys):
+    from ringlab.commands.calc import main as calc_main
+
+    assert calc_main(["comm", "--strategy", "ddp", "--params", "7B", "--world-size", "64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_params"] == 7_000_000_000

@@ -13,10 +13,10 @@ from ringlab.calc.comm import (
 from ringlab.calc.hardware import HARDWARE, Hardware, get_hardware, peak_flops
 from ringlab.calc.kvcache import kv_cache_bytes, kv_cache_bytes_per_token, kv_heads_per_rank, max_cached_tokens
 from ringlab.calc.models import MODELS, ModelConfig, get_model
-from ringlab.calc.units import DTYPE_BYTES, GB, GiB, canonical_dtype, dtype_bytes, format_bytes, format_flops, parse_size
+from ringlab.calc.units import DTYPE_BYTES, GB, GiB, canonical_dtype, dtype_bytes, format_bytes, format_flops, parse_count, parse_size
 
 __all__ = [
-    "DTYPE_BYTES", "GB", "GiB", "canonical_dtype", "dtype_bytes", "format_bytes", "format_flops", "parse_size",
+    "DTYPE_BYTES", "GB", "GiB", "canonical_dtype", "dtype_bytes", "format_bytes", "format_flops", "parse_count", "parse_size",
     "HARDWARE", "Hardware", "get_hardware", "peak_flops",
     "MODELS", "ModelConfig", "get_model",
     "kv_cache_bytes", "kv_cache_bytes_per_token", "kv_heads_per_rank", "max_cached_tokens",

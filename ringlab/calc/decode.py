@@ -166,7 +166,8 @@ def _resolve_link(hw: Hardware, tp: int, link: Link | None) -> Link | None:
         return None
     if link is None:
         if hw.interconnect_bandwidth is None:
-            raise ValueError(f"{hw.name} has no interconnect bandwidth preset; pass link= (with .alpha, .bandwidth)")
+            raise ValueError(f"{hw.name} has no interconnect bandwidth preset; pass a link for the TP all-reduces "
+                             "(Python: link= any object with .alpha and .bandwidth; CLI: --fabric nvlink4)")
         return _Link(alpha=0.0, bandwidth=hw.interconnect_bandwidth)
     for attr in ("alpha", "bandwidth"):
         if not hasattr(link, attr):
@@ -308,6 +309,7 @@ class SlaResult:
     memory_limit: int
     tpot_s: float
     step: DecodeStep | None
+    note: str = ""  # why no batch fits, when batch_size is 0
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "step"}
@@ -317,7 +319,25 @@ class SlaResult:
     def summary(self) -> str:
         line = (f"largest batch for {self.tpot_s * 1e3:.4g} ms/token: {self.batch_size} "
                 f"(bound by {self.bound_by}; latency allows {self.latency_limit}, memory allows {self.memory_limit})")
+        if self.note:
+            line += "\n" + self.note
         return line if self.step is None else line + "\n" + self.step.summary()
+
+
+def _no_batch_note(probe: DecodeStep, tpot_s: float, memory_limit: int, latency_limit: int) -> str:
+    """Say why not even one sequence fits (memory) or meets the SLA (latency)."""
+    notes = []
+    if memory_limit == 0:
+        if probe.weight_bytes > probe.memory_capacity:
+            notes.append(f"the weights alone ({probe.weight_bytes / 1e9:.1f} GB per GPU) exceed the "
+                         f"{probe.memory_capacity / 1e9:.1f} GB usable: shard them with a larger tp")
+        else:
+            notes.append(f"one sequence's KV cache ({probe.kv_bytes_per_sequence / 1e9:.2f} GB) does not fit next "
+                         "to the weights: shorten the context, use a smaller KV dtype or a larger tp")
+    if latency_limit == 0:
+        notes.append(f"even batch 1 takes {probe.step_time_s * 1e3:.4g} ms per token, above the "
+                     f"{tpot_s * 1e3:.4g} ms SLA")
+    return "; ".join(notes)
 
 
 def max_batch_for_sla(model: str | ModelConfig, hardware: str | Hardware, context_len: int, tpot_s: float,
@@ -356,5 +376,6 @@ def max_batch_for_sla(model: str | ModelConfig, hardware: str | Hardware, contex
     batch = min(latency_limit, memory_limit)
     bound = "both" if latency_limit == memory_limit else ("latency" if latency_limit < memory_limit else "memory")
     step = decode_step(model, hardware, batch, context_len, dtype, kv_dtype, tp, link, memory_fraction) if batch else None
+    note = "" if batch else _no_batch_note(probe, tpot_s, memory_limit, latency_limit)
     return SlaResult(batch_size=batch, bound_by=bound, latency_limit=latency_limit, memory_limit=memory_limit,
-                     tpot_s=float(tpot_s), step=step)
+                     tpot_s=float(tpot_s), step=step, note=note)

@@ -110,6 +110,29 @@ _SUFFIX = {
 }
 
 
+_COUNT_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+
+
+def parse_count(text: str | int | float) -> int:
+    """Parse a count such as a parameter count: ``"7e9"``, ``"7B"`` (billion), ``"70M"``, ``"1.5T"`` -> int.
+
+    Unlike :func:`parse_size`, ``B`` here means billion (as in "a 7B model"), and binary
+    suffixes are refused. Must be a positive whole number. Raises ValueError naming the forms.
+    """
+    if isinstance(text, bool):
+        raise TypeError("count must be a number or a string such as '7B'")
+    if isinstance(text, (int, float)):
+        value = Fraction(text)
+    else:
+        m = _SIZE_RE.match(str(text))
+        if m is None or m.group(2).lower() not in _COUNT_SUFFIX:
+            raise ValueError(f"cannot parse count {text!r}: expected e.g. 7e9, 7B (billion), 70M, 1.5T")
+        value = Fraction(m.group(1).replace(",", "").replace("_", "")) * _COUNT_SUFFIX[m.group(2).lower()]
+    if value.denominator != 1 or value <= 0:
+        raise ValueError(f"count {text!r} must be a positive whole number, got {float(value)}")
+    return int(value)
+
+
 def parse_size(text: str | int | float) -> int:
     """Parse a size such as ``"64MiB"``, ``"1GB"``, ``"7e9"``, ``"1.5 GiB"``, ``"70B"`` -> int.
 

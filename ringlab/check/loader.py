@@ -46,6 +46,8 @@ def load(exercise_id: str, file: str | os.PathLike | None = None):
     if not path.is_file():
         raise FileNotFoundError(f"{exercise_id}: no exercise file at {path}")
     spec = importlib.util.spec_from_file_location(f"ringlab_learner_{ex.module}", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{exercise_id}: {path} is not a Python file (expected a .py file defining {ex.function}())")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if not hasattr(module, ex.function):

@@ -48,7 +48,7 @@ class GradeResult:
         return self.status == PASSED
 
     def __str__(self) -> str:
-        lines = [f"{self.exercise} {self.function}: {self.status.upper()} ({self.cases} cases run)", self.message]
+        lines = [f"{self.exercise} {self.function}: {self.status.upper()}{self._cases_text()}", self.message]
         if self.inputs:
             lines.append("reproduce with: " + ", ".join(f"{k}={_short(v)}" for k, v in self.inputs.items()))
         if self.traffic:
@@ -60,11 +60,16 @@ class GradeResult:
 
     __repr__ = __str__
 
+    def _cases_text(self) -> str:
+        if self.status == NOT_ATTEMPTED:
+            return ""
+        return f" ({self.cases} case{'' if self.cases == 1 else 's'} run)"
+
     def _repr_html_(self) -> str:
         colour = {PASSED: "#1a7f37", WRONG: "#cf222e", NOT_ATTEMPTED: "#9a6700"}[self.status]
         parts = [f'<div class="ringlab-grade"><b style="color:{colour}">{html.escape(self.exercise)} '
-                 f"{html.escape(self.function)}: {self.status}</b> "
-                 f"<span>({self.cases} cases run)</span><br>{html.escape(self.message)}"]
+                 f"{html.escape(self.function)}: {self.status}</b>"
+                 f"<span>{self._cases_text()}</span><br>{html.escape(self.message)}"]
         if self.inputs:
             items = "".join(f"<li><code>{html.escape(k)} = {html.escape(_short(v))}</code></li>"
                             for k, v in self.inputs.items())

@@ -166,8 +166,13 @@ def alpha_beta_time(collective: str, algorithm: str, world_size: int, message_by
             + gamma * reduced_bytes(collective, algorithm, world_size, message_bytes))
 
 
-def _linear(collective: str, algorithm: str, world_size: int, lk: Link, gamma: float) -> tuple[float, float]:
-    """``t(M) = a + b M`` for messages divisible by every chunk count (N, p, 2): returns (a, b)."""
+def linear_cost(collective: str, algorithm: str, world_size: int, fabric, gamma: float = 0.0) -> tuple[float, float]:
+    """The alpha-beta(-gamma) time as a line ``t(M) = a + b M``: returns ``(a`` seconds, ``b`` seconds per byte).
+
+    Exact for messages divisible by every chunk count the algorithm uses (N, the power of two p,
+    the tree's two halves). Two algorithms with equal ``(a, b)`` cost the same at every size.
+    """
+    lk = get_link(fabric)
     n = int(world_size)
     unit = 2 * n * (1 << (n.bit_length() - 1))  # divisible by N, by p and by the tree's 2 halves
     b = busiest_bytes(collective, algorithm, n, unit) / unit / lk.bandwidth
@@ -190,10 +195,10 @@ def crossover(collective: str, fabric, world_size: int, algorithms=None, against
         raise ValueError(f"{collective} has one algorithm ({', '.join(algorithms_for(collective))}); nothing to cross")
     get_algorithm(collective, base)
     others = [a for a in (algorithms or algorithms_for(collective)) if a != base]
-    a0, b0 = _linear(collective, base, world_size, lk, gamma)
+    a0, b0 = linear_cost(collective, base, world_size, lk, gamma)
     out = {}
     for name in others:
-        a1, b1 = _linear(collective, name, world_size, lk, gamma)
+        a1, b1 = linear_cost(collective, name, world_size, lk, gamma)
         if a0 <= a1 and b0 <= b1:
             out[name] = 0.0
         elif b0 >= b1:
@@ -223,7 +228,7 @@ def algorithm_table(collective: str, fabric, world_size: int, algorithms=None, g
     names = list(algorithms or algorithms_for(check_collective(collective)))
     for name in names:
         get_algorithm(collective, name)
-    lines = {name: _linear(collective, name, world_size, lk, gamma) for name in names}
+    lines = {name: linear_cost(collective, name, world_size, lk, gamma) for name in names}
     cuts = {0.0}
     for i, x in enumerate(names):
         for y in names[i + 1:]:

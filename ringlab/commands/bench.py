@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ringlab.commands.verify import parse_size
+from ringlab.calc.units import parse_size
 from ringlab.dist import LaunchTimeout, RankError
 from ringlab.dist.bench import COLLECTIVES, DTYPES, format_table, run_bench, write_csv
 

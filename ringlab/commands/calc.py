@@ -81,12 +81,12 @@ def kv_main(argv: list[str]) -> int:
 
 
 def comm_main(argv: list[str]) -> int:
-    from ringlab.calc import grad_comm_bytes, parse_size
+    from ringlab.calc import grad_comm_bytes, parse_count, parse_size
 
     p = argparse.ArgumentParser(prog="ringlab calc comm",
                                 description="Bytes each rank sends per optimizer step, and model-state memory per GPU.")
     p.add_argument("--strategy", required=True, help="ddp, zero1, zero2, fsdp_shard_grad_op, fsdp_full_shard (zero3), hybrid_shard")
-    p.add_argument("--params", required=True, help="parameter count, e.g. 7e9")
+    p.add_argument("--params", required=True, help="parameter count, e.g. 7e9 or 7B (B = billion here)")
     p.add_argument("--world-size", type=int, required=True, help="data-parallel ranks")
     p.add_argument("--dtype", default="bf16", help="dtype of parameters and gradients (default bf16)")
     p.add_argument("--gpus-per-node", type=int, default=None, help="for hybrid_shard")
@@ -96,7 +96,7 @@ def comm_main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)
     try:
-        result = grad_comm_bytes(args.strategy, parse_size(args.params), args.world_size, args.dtype,
+        result = grad_comm_bytes(args.strategy, parse_count(args.params), args.world_size, args.dtype,
                                  gpus_per_node=args.gpus_per_node, grad_accum_steps=args.grad_accum)
         link = None
         if args.bandwidth is not None:

@@ -50,28 +50,37 @@ def decode_main(argv: list[str]) -> int:
     p.add_argument("--dtype", default="bf16", help="weights and activations dtype (default bf16)")
     p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: --dtype)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree; memory and bytes are per GPU")
+    p.add_argument("--fabric", default=None,
+                   help="link for the TP all-reduces, a preset of ringlab.collectives.cost (e.g. nvlink4) with its "
+                        "latency; default: the chip's NVLink bandwidth with zero latency")
     p.add_argument("--memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION,
                    help=f"share of GPU memory for weights + KV (default {DEFAULT_MEMORY_FRACTION}, vLLM's)")
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)
     if args.sla_ms is None and args.batch is None:
         p.error("give --sla-ms, --batch, or both")
-    common = dict(dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp)
     data, text = {}, []
     try:
+        link = None
+        if args.fabric is not None:
+            from ringlab.collectives.cost import get_link
+
+            link = get_link(args.fabric)
+        common = dict(dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp)
         if args.sla_ms is not None:
             sla = max_batch_for_sla(args.model, args.hardware, args.context, args.sla_ms / 1e3,
-                                    memory_fraction=args.memory_fraction, **common)
+                                    memory_fraction=args.memory_fraction, link=link, **common)
             data["sla"] = sla.to_dict()
             text.append(sla.summary())
         if args.batch is not None:
             step = decode_step(args.model, args.hardware, args.batch, args.context,
-                               memory_fraction=args.memory_fraction, **common)
+                               memory_fraction=args.memory_fraction, link=link, **common)
             data["step"] = step.to_dict()
             text.append(step.summary())
         batch = args.batch if args.batch is not None else data["sla"]["batch_size"]
         if batch:
-            wrong_step, wrong_tps = naive_linear_decode_time(args.model, args.hardware, batch, args.context, **common)
+            wrong_step, wrong_tps = naive_linear_decode_time(args.model, args.hardware, batch, args.context,
+                                                             link=link, **common)
             data["naive_linear_model"] = {"batch_size": batch, "step_time_s": wrong_step, "tokens_per_s": wrong_tps,
                                           "note": "WRONG: assumes each sequence streams all weights"}
             text.append(f"(the circulating linear model, which is wrong, would predict {wrong_step * 1e3:.4g} ms per "

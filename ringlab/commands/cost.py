@@ -11,8 +11,8 @@ import json
 import sys
 
 from ringlab.collectives import COLLECTIVES
-from ringlab.collectives.cost import LARGE_MESSAGE_ALGORITHM, LINKS, Link, cost_table, crossover, get_link
-from ringlab.commands.verify import parse_size
+from ringlab.collectives.cost import LARGE_MESSAGE_ALGORITHM, LINKS, Link, cost_table, crossover, get_link, linear_cost
+from ringlab.calc.units import parse_size
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +70,10 @@ def main(argv: list[str]) -> int:
               f"{link.name}: alpha={link.alpha * 1e6:g} us, {link.bandwidth / 1e9:g} GB/s per direction")
     print(_format(rows, header))
     for name, m in cross.items():
+        if linear_cost(args.collective, base, args.world_size, link, args.gamma) == \
+                linear_cost(args.collective, name, args.world_size, link, args.gamma):
+            print(f"{base} ties with {name}: the same cost at every size in this model")
+            continue
         where = ("never" if m is None else "always" if m == 0 else
                  f"above {m:,.0f} B ({m / 1e6:,.2f} MB)")
         print(f"{base} beats {name}: {where}")

@@ -6,23 +6,10 @@ import argparse
 import re
 import sys
 
+from ringlab.calc.units import parse_size
 from ringlab.sim.ops import OPS, resolve_dtype
 from ringlab.collectives import ALGORITHMS, COLLECTIVES
 from ringlab.sim.verify import DEFAULT_WORLD_SIZES, INPUTS, verify
-
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``"64MiB"``, ``"1GB"``, ``"4096"``, ``"1e6"`` (GB = 1e9, GiB = 2**30). Raises ValueError."""
-    m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).upper() not in _UNITS:
-        raise ValueError(f"cannot read size {text!r}; write e.g. 4096, 64MiB, 1GB (units: B, KB, MB, GB, KiB, MiB, GiB)")
-    value = float(m.group(1)) * _UNITS[m.group(2).upper()]
-    if value != int(value):
-        raise ValueError(f"size {text!r} is not a whole number of bytes")
-    return int(value)
-
 
 def parse_world_sizes(text: str) -> list[int]:
     """``"1-16,24,32"`` -> [1, ..., 16, 24, 32]. Raises ValueError."""
@@ -32,6 +19,8 @@ def parse_world_sizes(text: str) -> list[int]:
         if not m:
             raise ValueError(f"cannot read world sizes {text!r}; write e.g. 1-16,24,32")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise ValueError(f"world size range {part.strip()!r} is reversed; write {hi}-{lo}")
         sizes.extend(range(lo, hi + 1))
     return sizes
 

@@ -60,9 +60,11 @@ def shard_gradients(world_sizes, per_rank_batch: int = 4, seed: int = 0) -> dict
     """Gradient buckets of a 1-layer transformer encoder block (d_model 64, 4 heads, FFN 128, seq 8) + linear head.
 
     ``world_sizes`` is an int or a sequence of ints. With N ranks, rank r trains on examples
-    ``[r * per_rank_batch, (r + 1) * per_rank_batch)`` of one deterministic dataset (numpy
-    ``default_rng(seed)``; parameters from ``torch.manual_seed(seed)``), so smaller world sizes
-    reuse the first rows of the largest one; each gets its own full-batch gradient.
+    ``[r * per_rank_batch, (r + 1) * per_rank_batch)`` of one deterministic dataset (inputs from
+    numpy ``default_rng([seed, 0])``, targets from ``default_rng([seed, 1])``; parameters from
+    ``torch.manual_seed(seed)``). Example k is the same whatever the largest world size asked
+    for, so ``shard_gradients([3])`` equals the N=3 part of ``shard_gradients([3, 8])``; each
+    world size gets its own full-batch gradient.
 
     Returns ``{world_size: GradientBuckets}``.
     Raises ValueError for a world size or ``per_rank_batch`` below 1; ImportError without torch.
@@ -74,10 +76,11 @@ def shard_gradients(world_sizes, per_rank_batch: int = 4, seed: int = 0) -> dict
         raise ValueError(f"per_rank_batch must be >= 1, got {per_rank_batch}")
     torch = _torch()
     model = _model(torch, seed)
-    rng = np.random.default_rng(seed)
     total = sizes[-1] * per_rank_batch
-    inputs = torch.from_numpy(rng.standard_normal((total, SEQ_LEN, D_MODEL)).astype(np.float32))
-    targets = torch.from_numpy(rng.standard_normal((total, 1)).astype(np.float32))
+    # separate streams for inputs and targets, so the first k examples never depend on ``total``
+    inputs = torch.from_numpy(
+        np.random.default_rng([seed, 0]).standard_normal((total, SEQ_LEN, D_MODEL)).astype(np.float32))
+    targets = torch.from_numpy(np.random.default_rng([seed, 1]).standard_normal((total, 1)).astype(np.float32))
 
     def shard(lo: int, hi: int) -> np.ndarray:
         return _flat_grad(torch, model, inputs[lo:hi], targets[lo:hi])

@@ -222,3 +222,12 @@ def test_decode_step_rejects(kwargs, error, match):
 def test_max_batch_rejects_non_positive_sla():
     with pytest.raises(ValueError, match="tpot_s"):
         max_batch_for_sla("llama-2-7b", "a100-sxm-80gb", 4096, 0)
+
+
+def test_no_batch_fits_says_why():
+    from ringlab.calc import max_batch_for_sla
+
+    res = max_batch_for_sla("llama-2-70b", "a100-sxm-80gb", 4096, 0.05)
+    assert res.batch_size == 0 and "weights alone" in res.note and "larger tp" in res.summary()
+    res = max_batch_for_sla("llama-2-7b", "a100-sxm-80gb", 4096, 0.001)
+    assert res.batch_size == 0 and res.memory_limit > 0 and "above the 1 ms SLA" in res.note

@@ -61,3 +61,13 @@ def test_positive_int():
     for bad, exc in ((0, ValueError), (-1, ValueError), (2.5, TypeError), (True, TypeError), ("3", TypeError)):
         with pytest.raises(exc, match="n must be a positive integer"):
             positive_int(bad, "n")
+
+
+def test_parse_count_reads_b_as_billion():
+    from ringlab.calc.units import parse_count
+
+    assert parse_count("7B") == 7 * 10**9 and parse_count("70M") == 70 * 10**6
+    assert parse_count("1.5T") == 15 * 10**11 and parse_count("7e9") == 7 * 10**9 and parse_count(12) == 12
+    for bad in ["7GiB", "-7B", "0", "7.5", "seven"]:
+        with pytest.raises(ValueError):
+            parse_count(bad)
