@@ -8,11 +8,15 @@ one in-place ufunc call per view; any other group becomes one fancy-indexed gath
 scatter. Either way no Python loop runs over ranks while data moves.
 
 Memory: a rank's chunk that has not been written yet is read straight from the input, so the
-input is never copied up front. Only final values are written into the output array; a
-value that will be overwritten or that dies (a partial sum on its way round the ring) lives in
-a small scratch block recycled after its last read, so it costs no trip through the large,
-strided output. Chunks that no step writes are copied from the input at the end. For the ring
-the scratch holds two steps' worth of chunks (about ``2 * numel`` elements).
+input is never copied up front. What a step writes into the large, strided output array is
+never read back by a later step. A value that will be overwritten or that dies (a partial sum on its way round the
+ring) lives in a small scratch block recycled after its last read. A reduce whose incoming
+partial has no other reader overwrites that partial's row in place, so a ring's partial sums
+travel round the ring in one scratch block of ``numel`` elements that stays in cache. A final
+value that is forwarded later (a chunk reduce-scatter finished, which all-gather passes on)
+stays in its scratch row too and is also copied into the output by its own rank, a local copy
+that moves no bytes; the copies all-gather makes of it read that row. Chunks that no step
+writes are copied from the input at the end.
 
 Bytes are counted from the arrays actually gathered for sending at each step.
 
@@ -51,7 +55,10 @@ class _Op:
     src_rank: np.ndarray  # logical sender of each transfer
     dst_rank: np.ndarray
     chunk: np.ndarray  # global chunk index, for traces
+    src_count: np.ndarray  # transfers each rank sends in this op, (world_size,)
+    dst_count: np.ndarray  # transfers each rank receives
     segments: tuple | None = None  # strided runs (src, base or None, dst) when the group is regular
+    local: bool = False  # a rank copying its own data between buffers: no traffic, not traced
 
 
 # A run is (row0, col0, row step, col step, length): the slots it covers lie on a line.
@@ -124,22 +131,24 @@ def _rows(k: int) -> np.ndarray:
     return np.stack([np.zeros(k, dtype=np.int64), np.arange(k, dtype=np.int64)], axis=1)
 
 
-def _best_order(items, reduce: bool, to_out: bool, local, chunk_numel: int):
+def _best_order(items, reduce: bool, dst_of, chunk_numel: int):
     """Order a group's transfers chunk-major or rank-major, whichever needs fewer strided runs.
 
-    ``items`` are (index, transfer, src location, base location). Returns the ordered items and
-    their segments (None when neither order is regular enough).
+    ``items`` are (index, transfer, src location, base location); ``dst_of(item)`` gives the
+    (row, col) an item writes, or is None when the group fills fresh scratch rows in order.
+    Returns the ordered items, their write positions and their segments (None when neither
+    order is regular enough).
     """
     best = None
     for key in (lambda it: (it[1].chunk, it[1].dst), lambda it: (it[1].dst, it[1].chunk)):
         ordered = sorted(items, key=key)
         src_at = np.array([src[1:] for _, _, src, _ in ordered], dtype=np.int64).reshape(-1, 2)
         base_at = np.array([base[1:] for *_, base in ordered], dtype=np.int64).reshape(-1, 2) if reduce else None
-        dst_at = (np.array([(t.dst, local[t.chunk]) for _, t, _, _ in ordered], dtype=np.int64) if to_out
-                  else _rows(len(ordered)))
+        dst_at = (_rows(len(ordered)) if dst_of is None
+                  else np.array([dst_of(it) for it in ordered], dtype=np.int64).reshape(-1, 2))
         segments = _segments([src_at, base_at, dst_at], chunk_numel)
-        if best is None or (segments is not None and (best[1] is None or len(segments) < len(best[1]))):
-            best = (ordered, segments)
+        if best is None or (segments is not None and (best[2] is None or len(segments) < len(best[2]))):
+            best = (ordered, dst_at, segments)
     return best
 
 
@@ -162,37 +171,75 @@ def _rounds(step) -> list[int]:
 
 
 def _liveness(schedule: Schedule):
-    """Which writes are final output values, and the last step that reads each write.
+    """Final writes, the storage each write's value lives in, and the last step reading each storage.
 
-    A write is named by ``(step, index of the transfer in the step)``. Sends read the values
-    held at the start of their step; a reduce also reads the receiver's current value.
+    A write is named ``(step, index of the transfer in the step)``. Pass 1 finds the final
+    writes (the last write of each output slot). Pass 2 follows values: a final copy of a value
+    a step produced gets no storage of its own but aliases the source's, so later sends of it
+    read the compact scratch row where it was made rather than the strided output (a ring's
+    all-gather forwards each chunk from the row where reduce-scatter finished it). Sends read
+    the values held at the start of their step; a reduce also reads the receiver's value.
+    Returns ``(final writes, {write: storage write}, {storage write: last step reading it})``.
     """
     outputs = {(r, c) for r, chunks in enumerate(schedule.outputs) for c in chunks}
-    current: dict = {}  # slot -> write holding its value
-    last_read: dict = {}
     last_write: dict = {}
     for s, step in enumerate(schedule.steps):
-        for t in step:
-            if (t.src, t.chunk) in current:
-                last_read[current[(t.src, t.chunk)]] = s
+        for i, t in enumerate(step):  # the k-th write into a slot applies in round k: index order
+            last_write[(t.dst, t.chunk)] = (s, i)
+    final = {w for slot, w in last_write.items() if slot in outputs}
+    current: dict = {}  # slot -> storage of its value; absent while it holds its input
+    storage: dict = {}
+    last_read: dict = {}
+    for s, step in enumerate(schedule.steps):
+        sent = {(t.src, t.chunk): current.get((t.src, t.chunk)) for t in step}
+        for w in sent.values():
+            if w is not None:
+                last_read[w] = s
         rounds = _rounds(step)
         for rnd in range(max(rounds, default=-1) + 1):
             for i, t in enumerate(step):
-                if rounds[i] == rnd:
-                    slot = (t.dst, t.chunk)
-                    if t.reduce and slot in current:
-                        last_read[current[slot]] = s
-                    current[slot] = last_write[slot] = (s, i)
-    return {w for slot, w in last_write.items() if slot in outputs}, last_read
+                if rounds[i] != rnd:
+                    continue
+                slot, src = (t.dst, t.chunk), sent[(t.src, t.chunk)]
+                if t.reduce and current.get(slot) is not None:
+                    last_read[current[slot]] = s
+                alias = not t.reduce and (s, i) in final and src is not None
+                storage[(s, i)] = current[slot] = src if alias else (s, i)
+    return final, storage, last_read
+
+
+def _reusable(step, s: int, writer: dict, last_read: dict) -> set[int]:
+    """Transfers of step ``s`` that may reduce in place, into the scratch row of the partial they receive.
+
+    That row is free to overwrite when this transfer is the last and only reader of the value
+    stored there (counting every slot that aliases it, and reduce bases conservatively) and
+    nothing writes into the sending slot this step. A ring's partial sums then travel round the
+    ring in one scratch block instead of being copied into a fresh one every step.
+    """
+    reads: dict = {}
+    for t in step:
+        for slot in ((t.src, t.chunk), (t.dst, t.chunk)) if t.reduce else ((t.src, t.chunk),):
+            w = writer.get(slot)
+            reads[w] = reads.get(w, 0) + 1
+    written = {(t.dst, t.chunk) for t in step}
+    reuse = set()
+    for i, t in enumerate(step):
+        slot = (t.src, t.chunk)
+        w = writer.get(slot)
+        if t.reduce and w is not None and last_read.get(w) == s and reads[w] == 1 and slot not in written:
+            reuse.add(i)
+    return reuse
 
 
 def compile_schedule(schedule: Schedule, numel: int) -> Plan:
     """Check that every transfer reads defined data and group the transfers into vectorised ops.
 
-    Every value a step produces goes either to the output array (when it is the final value of
-    an output chunk) or to a scratch block that is recycled once the value has been read for the
-    last time. Because no step writes where the same step reads, each regular group can run as
-    in-place strided ufunc calls.
+    Every value a step produces goes to the output array when it is a final value nobody reads
+    later; to a scratch row when it is transient, recycled once the value has been read for the
+    last time; or, when it is final and forwarded later, to a scratch row plus a local copy into
+    the output (a final copy of such a value only writes the output and aliases the row). A step
+    writes only where no other transfer of it reads (an in-place reduce overwrites just the
+    elements it reads itself), so each regular group runs as strided ufunc calls in any order.
 
     Raises ValueError when a step reads, or reduces into, a chunk its rank does not hold yet.
     """
@@ -203,16 +250,17 @@ def compile_schedule(schedule: Schedule, numel: int) -> Plan:
     for k, (first, count, _) in enumerate(bounds):
         cls[first:first + count] = k
         local[first:first + count] = np.arange(count)
-    final, last_read = _liveness(schedule)
+    final, storage, last_read = _liveness(schedule)
 
-    loc: dict = {}  # (rank, chunk) -> (view, row, col) of its current value
+    loc: dict = {}  # (rank, chunk) -> (view, row, col) its current value is read from
     for r, chunks in enumerate(schedule.inputs):
         for ch in chunks:
             loc[(r, ch)] = (_INPUT, r, int(local[ch]))
     blocks: list[list] = []  # [size class, rows, busy rows]
     free: list[int] = []
-    releases: dict[int, list] = {}  # step -> [(block, row)] to free at its end
-    holder: dict = {}  # write id -> (block, row)
+    releases: dict[int, list] = {}  # step -> storages to free at its end
+    holder: dict = {}  # storage write -> block holding it
+    writer: dict = {}  # (rank, chunk) -> storage write of the value it holds in scratch
 
     def where(rank: int, chunk: int, step: int, role: str, table: dict):
         try:
@@ -229,9 +277,13 @@ def compile_schedule(schedule: Schedule, numel: int) -> Plan:
         blocks.append([size_class, rows, 0])
         return len(blocks) - 1
 
+    def out_at(items) -> np.ndarray:
+        return np.array([(t.dst, local[t.chunk]) for _, t, _, _ in items], dtype=np.int64).reshape(-1, 2)
+
     steps = []
     for s, step in enumerate(schedule.steps):
         start = {(t.src, t.chunk): where(t.src, t.chunk, s, "sends", loc) for t in step}
+        reuse = _reusable(step, s, writer, last_read)
         rounds_of = _rounds(step)
         step_ops = []
         for rnd in range(max(rounds_of, default=-1) + 1):
@@ -241,33 +293,47 @@ def compile_schedule(schedule: Schedule, numel: int) -> Plan:
                     continue
                 src = start[(t.src, t.chunk)]
                 base = where(t.dst, t.chunk, s, "reduces into", loc) if t.reduce else None
-                to_out = (s, i) in final
-                key = (int(cls[t.chunk]), t.reduce, src[0], None if base is None else base[0], to_out)
+                stored = storage[(s, i)] == (s, i) and ((s, i) not in final or (s, i) in last_read)
+                place = "scratch in place" if stored and i in reuse else "scratch" if stored else "output"
+                key = (int(cls[t.chunk]), t.reduce, src[0], None if base is None else base[0], place,
+                       stored and (s, i) in final)
                 groups.setdefault(key, []).append((i, t, src, base))
             ops = []
-            for (k, reduce, src_view, base_view, to_out), items in sorted(groups.items(), key=lambda kv: str(kv[0])):
-                items, segments = _best_order(items, reduce, to_out, local, bounds[k][2])
-                if to_out:
-                    dst_view = _OUTPUT
-                    dst_at = np.array([(t.dst, local[t.chunk]) for _, t, _, _ in items], dtype=np.int64)
-                else:
-                    b = allocate(k, len(items))
-                    dst_view = 2 + b
-                    dst_at = _rows(len(items))
+            for (k, reduce, src_view, base_view, place, mirror), items in sorted(groups.items(),
+                                                                                 key=lambda kv: str(kv[0])):
+                dst_of = ((lambda it: (it[1].dst, local[it[1].chunk])) if place == "output"
+                          else (lambda it: it[2][1:]) if place == "scratch in place" else None)
+                items, dst_at, segments = _best_order(items, reduce, dst_of, bounds[k][2])
+                dst_view = (_OUTPUT if place == "output" else src_view if place == "scratch in place"
+                            else 2 + allocate(k, len(items)))
                 src_at = np.array([src[1:] for _, _, src, _ in items], dtype=np.int64).reshape(-1, 2)
                 base_at = np.array([base[1:] for *_, base in items], dtype=np.int64).reshape(-1, 2) if reduce else None
                 logical = np.array([(t.src, t.dst, t.chunk) for _, t, _, _ in items], dtype=np.int64).reshape(-1, 3)
                 ops.append(_Op(k, reduce, src_view, -1 if base_view is None else base_view, dst_view, src_at,
-                               base_at, dst_at, logical[:, 0], logical[:, 1], logical[:, 2], segments))
-                for row, (i, t, _, _) in enumerate(items):
-                    loc[(t.dst, t.chunk)] = (dst_view, int(dst_at[row, 0]), int(dst_at[row, 1]))
-                    if not to_out:
+                               base_at, dst_at, logical[:, 0], logical[:, 1], logical[:, 2],
+                               np.bincount(logical[:, 0], minlength=n), np.bincount(logical[:, 1], minlength=n),
+                               segments))
+                if mirror:  # the receiver's own copy of its final value into the output: no traffic
+                    final_at = out_at(items)
+                    ranks = logical[:, 1]
+                    ops.append(_Op(k, False, dst_view, -1, _OUTPUT, dst_at, None, final_at, ranks, ranks,
+                                   logical[:, 2], np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                                   _segments([dst_at, None, final_at], bounds[k][2]), local=True))
+                for row, (i, t, src, _) in enumerate(items):
+                    slot, w = (t.dst, t.chunk), storage[(s, i)]
+                    if place == "output" and w != (s, i):  # an alias: later sends read the source's row
+                        loc[slot], writer[slot] = src, w
+                        continue
+                    loc[slot] = (dst_view, int(dst_at[row, 0]), int(dst_at[row, 1]))
+                    writer.pop(slot, None)
+                    if place != "output":
                         blocks[dst_view - 2][2] += 1
-                        holder[(s, i)] = (dst_view - 2, row)
-                        releases.setdefault(last_read.get((s, i), s), []).append((s, i))
+                        holder[w] = dst_view - 2
+                        writer[slot] = w
+                        releases.setdefault(last_read.get(w, s), []).append(w)
             step_ops.append(tuple(ops))
         for w in releases.pop(s, []):
-            b, _ = holder.pop(w)
+            b = holder.pop(w)
             blocks[b][2] -= 1
             if blocks[b][2] == 0:
                 free.append(b)
@@ -284,7 +350,8 @@ def compile_schedule(schedule: Schedule, numel: int) -> Plan:
         if ranks:
             rk, ch = np.array(ranks, dtype=np.int64), np.array(chunks, dtype=np.int64)
             at = np.stack([rk, local[ch]], axis=1)
-            finals.append(_Op(k, False, _INPUT, -1, _OUTPUT, at, None, at, rk, rk, ch))
+            finals.append(_Op(k, False, _INPUT, -1, _OUTPUT, at, None, at, rk, rk, ch, np.zeros(n, dtype=np.int64),
+                              np.zeros(n, dtype=np.int64), local=True))
     return Plan(schedule, int(numel), bounds, tuple(steps), tuple(finals),
                 tuple((size_class, rows) for size_class, rows, _ in blocks))
 
@@ -296,16 +363,24 @@ def _reverse(run):
 
 
 class _NumpyBackend:
-    """Array operations the executor needs, on numpy arrays (strides in bytes, any sign)."""
+    """Array operations the executor needs, on numpy arrays (strides in bytes, any sign).
+
+    Strided views are built with the ``ndarray`` constructor on the contiguous array a view
+    belongs to, about ten times cheaper than ``as_strided``; that matters because a large ring
+    makes thousands of them per call. Views of non-contiguous arrays fall back to ``as_strided``.
+    """
+
+    def __init__(self):
+        self._roots: dict = {}  # id(view) -> (bytes of its contiguous owner or None, byte offset of the view in them)
 
     @staticmethod
     def class_view(arr, start: int, stop: int, count: int, size: int):
         return arr[:, start:stop].reshape(arr.shape[0], count, size)
 
-    @staticmethod
-    def segment(src, base, target, src_run, base_run, dst_run):
+    def segment(self, src, base, target, src_run, base_run, dst_run):
         """Strided views ``(read, own copy or None, write)`` of one set of runs, each ``(length, size)``."""
-        return _strided(src, src_run), None if base is None else _strided(base, base_run), _strided(target, dst_run)
+        own = None if base is None else self._strided(base, base_run)
+        return self._strided(src, src_run), own, self._strided(target, dst_run)
 
     @staticmethod
     def scratch(like, rows: int, size: int):
@@ -324,13 +399,27 @@ class _NumpyBackend:
     def combine(ufunc):
         return ufunc
 
+    def _root(self, view: np.ndarray):
+        key = id(view)
+        if key not in self._roots:
+            owner = view if view.base is None else view.base
+            ok = isinstance(owner, np.ndarray) and owner.flags.c_contiguous and view.size > 0
+            offset = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0] if ok else 0
+            # as raw bytes: the buffer protocol refuses ml_dtypes' bfloat16
+            self._roots[key] = (owner.reshape(-1).view(np.uint8).data if ok else None, offset)
+        return self._roots[key]
 
-def _strided(view: np.ndarray, run) -> np.ndarray:
-    """The chunks of ``run`` in a (world_size, chunks, size) view, as one (length, size) strided view."""
-    rank0, chunk0, d_rank, d_chunk, length = run
-    start = view[rank0, chunk0]
-    stride = d_rank * view.strides[0] + d_chunk * view.strides[1]
-    return np.lib.stride_tricks.as_strided(start, shape=(length, view.shape[2]), strides=(stride, view.strides[2]))
+    def _strided(self, view: np.ndarray, run) -> np.ndarray:
+        """The chunks of ``run`` in a (world_size, chunks, size) view, as one (length, size) strided view."""
+        rank0, chunk0, d_rank, d_chunk, length = run
+        rank_stride, chunk_stride, elem_stride = view.strides
+        stride = d_rank * rank_stride + d_chunk * chunk_stride
+        owner, offset = self._root(view)
+        if owner is None:
+            return np.lib.stride_tricks.as_strided(view[rank0, chunk0], shape=(length, view.shape[2]),
+                                                   strides=(stride, elem_stride))
+        return np.ndarray((length, view.shape[2]), view.dtype, owner,
+                          offset + rank0 * rank_stride + chunk0 * chunk_stride, (stride, elem_stride))
 
 
 class _TorchBackend:
@@ -385,7 +474,7 @@ class _TorchBackend:
 def _backend(arr):
     """Pick the array adapter from the type of ``arr`` without importing torch for numpy input."""
     if isinstance(arr, np.ndarray):
-        return _NumpyBackend
+        return _NumpyBackend()
     if type(arr).__module__.startswith("torch"):
         import torch
 
@@ -433,7 +522,9 @@ def execute(plan: Plan, inputs, out, ufunc, trace: bool = False):
     scratch = [xp.scratch(out, rows, plan.bounds[k][2]) for k, rows in plan.blocks]
 
     def view(view_id: int, size_class: int):
-        return ins[size_class] if view_id == _INPUT else outs[size_class] if view_id == _OUTPUT else scratch[view_id - 2]
+        if view_id in (_INPUT, _OUTPUT):
+            return (ins if view_id == _INPUT else outs)[size_class]
+        return scratch[view_id - 2]
 
     sent = np.zeros((len(plan.steps), n), dtype=np.int64)
     received = np.zeros_like(sent)
@@ -460,9 +551,11 @@ def execute(plan: Plan, inputs, out, ufunc, trace: bool = False):
                         combine(acc, vals, out=acc)
                         vals = acc
                     xp.scatter(target, op.dst_at[:, 0], op.dst_at[:, 1], vals)
+                if op.local:
+                    continue
                 per_transfer = moved // len(op.src_rank)
-                sent[s] += np.bincount(op.src_rank, minlength=n) * per_transfer
-                received[s] += np.bincount(op.dst_rank, minlength=n) * per_transfer
+                sent[s] += op.src_count * per_transfer
+                received[s] += op.dst_count * per_transfer
                 if trace:
                     log.append((s, op, per_transfer))
     for op in plan.finals:
