@@ -35,6 +35,25 @@ def test_sum_equals_direct_sum_and_bytes_equal_closed_form(n):
         assert int(res.traffic.bytes_sent.sum()) == 2 * (n - 1) * x[0].nbytes
 
 
+_MILLION = 1_000_003
+_WINDOWS = np.random.default_rng(3).integers(-1000, 1000, size=_MILLION + 257, dtype=np.int32)
+
+
+@pytest.mark.parametrize("n", MUST_WORLD_SIZES)
+def test_a_million_and_three_elements_at_every_must_world_size(n):
+    """numel = 1_000_003 (no world size here divides it): exact int32 sums and closed-form bytes.
+
+    Rank r holds the window ``_WINDOWS[r : r + numel]``, so one random vector serves every
+    world size without drawing N million numbers each time.
+    """
+    x = np.lib.stride_tricks.sliding_window_view(_WINDOWS, _MILLION)[:n]
+    res = ringlab.ring_allreduce(x)
+    want = x.sum(axis=0, dtype=np.int64)
+    assert (res.outputs == want).all()
+    assert res.traffic.bytes_sent.tolist() == ring_all_reduce_bytes(n, _MILLION, 4).tolist()
+    assert int(res.traffic.bytes_sent.sum()) == 2 * (n - 1) * _MILLION * 4
+
+
 @pytest.mark.parametrize("n", [2, 3, 8, 13])
 def test_float32_large_uneven_message(n):
     numel = 1_000_003

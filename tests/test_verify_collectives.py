@@ -45,13 +45,23 @@ def test_cli_collective_algorithm_and_root(capsys):
 
 def test_cli_default_algorithm_for_collectives_without_ring(capsys):
     assert main(["--collective", "broadcast", "--world-sizes", "1-4", "--input", "random", "--numel", "5"]) == 0
-    assert capsys.readouterr().out.startswith("binomial_tree broadcast, root=0")
+    assert capsys.readouterr().out.startswith("binomial_tree broadcast, root=0, dtype=float32, input=random\n")
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "broadcast", "all_to_all"])
+def test_collectives_that_combine_nothing_report_no_op(collective, capsys):
+    assert main(["--collective", collective, "--world-sizes", "2,3", "--input", "random", "--numel", "7"]) == 0
+    title = capsys.readouterr().out.splitlines()[0]
+    assert "op=" not in title and title.endswith("dtype=float32, input=random")
+    assert verify([2], numel=7, input="random", collective=collective).to_dict()["op"] is None
+    assert verify([2], numel=7, input="random", collective="reduce_scatter").to_dict()["op"] == "sum"
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--collective", "all_reduce", "--algorithm", "rign"], "did you mean ring"),
     (["--collective", "broadcast", "--root", "3", "--world-sizes", "2-4", "--input", "random"], "root must be"),
     (["--collective", "all_gather", "--root", "1", "--input", "random", "--numel", "4"], "root applies"),
+    (["--collective", "all_gather", "--op", "max", "--input", "random", "--numel", "4"], "op applies"),
 ])
 def test_cli_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:

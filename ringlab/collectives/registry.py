@@ -18,6 +18,7 @@ from .ring import _check_world_size
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
 ROOTED = ("broadcast", "reduce")
+REDUCING = ("all_reduce", "reduce_scatter", "reduce")  # the collectives that take an op
 
 
 def _log2_floor(n: int) -> int:
@@ -62,6 +63,10 @@ class Algorithm:
     @property
     def rooted(self) -> bool:
         return self.collective in ROOTED
+
+    @property
+    def reducing(self) -> bool:
+        return self.collective in REDUCING
 
     def __call__(self, world_size: int, root: int = 0):
         """Build the :class:`~ringlab.collectives.Schedule` (``root`` only for broadcast / reduce)."""

@@ -28,13 +28,12 @@ from functools import lru_cache
 import numpy as np
 
 from ringlab.collectives import chunk_sizes, get_algorithm, get_schedule
+from ringlab.collectives.registry import REDUCING
 
 from .api import CollectiveResult, _shards, _traffic, as_rank_array
 from .executor import Plan, compile_schedule, execute
 from .ops import UFUNCS, check_op
 from .reference import direct_reduce
-
-_REDUCING = ("all_reduce", "reduce_scatter", "reduce")
 
 
 @lru_cache(maxsize=64)
@@ -68,15 +67,15 @@ def run_collective(collective: str, algorithm: str, inputs, op: str = "sum", roo
         return _all_gather(algorithm, inputs, root, trace)
     x = as_rank_array(inputs)
     n, numel = x.shape[0], x[0].size
-    if collective in _REDUCING:
+    if collective in REDUCING:
         check_op(op, x.dtype)
     plan = _plan(collective, algorithm, n, numel, int(root))
     flat = x.reshape(n, -1)
     if collective == "all_to_all":
         flat = _to_shift_layout(flat)
     out = np.empty_like(flat)
-    sent, received, events = execute(plan, flat, out, UFUNCS[op] if collective in _REDUCING else None, trace)
-    if op == "avg" and collective in _REDUCING:
+    sent, received, events = execute(plan, flat, out, UFUNCS[op] if collective in REDUCING else None, trace)
+    if op == "avg" and collective in REDUCING:
         np.divide(out, np.asarray(n, dtype=out.dtype), out=out)
     if collective == "reduce_scatter":
         outputs = _own_chunks(out)
@@ -166,7 +165,7 @@ def expected_outputs(collective: str, inputs, op: str = "sum", root: int = 0):
         return np.broadcast_to(full, (len(shards), full.size)), None
     x = as_rank_array(inputs)
     n = x.shape[0]
-    if collective in _REDUCING:
+    if collective in REDUCING:
         expected, tol = direct_reduce(x, op)
         if collective == "reduce_scatter":
             return expected.reshape(-1), None if tol is None else tol.reshape(-1)

@@ -70,7 +70,7 @@ class VerifyReport:
 
     collective: str
     algorithm: str
-    op: str
+    op: str | None  # None for the collectives that only move data
     dtype: str
     input: str
     rows: tuple[VerifyRow, ...]
@@ -113,7 +113,8 @@ class VerifyReport:
         fmt = "  ".join(f"{{:>{w}}}" for w in widths)
         title = (f"{self.algorithm} {self.collective}"
                  + (f", root={self.root}" if self.root is not None else "")
-                 + f", op={self.op}, dtype={self.dtype}, input={self.input}"
+                 + (f", op={self.op}" if self.op is not None else "")
+                 + f", dtype={self.dtype}, input={self.input}"
                  + (f" ({self.model})" if self.model else ""))
         out = [title, fmt.format(*head), fmt.format(*("-" * w for w in widths))]
         out += [fmt.format(*c) for c in lines]
@@ -145,7 +146,8 @@ def verify(world_sizes=DEFAULT_WORLD_SIZES, numel: int | None = None, dtype="flo
             size is the model's parameter count, so passing ``numel`` with it is an error.
         dtype: ``"float32"``, ``"bf16"``, ``"int8"``... (see :func:`ringlab.sim.ops.resolve_dtype`).
             Gradients (float32) are cast to it; integer dtypes need ``input="random"``.
-        op: ``sum | prod | max | min | avg`` (ignored by all_gather, broadcast, all_to_all).
+        op: ``sum | prod | max | min | avg`` for the reducing collectives; all_gather, broadcast and
+            all_to_all refuse any other op than the default (they combine nothing).
         input: ``"gradients"`` (a small torch transformer block, needs torch) or ``"random"``.
         collective: ``all_reduce | reduce_scatter | all_gather | broadcast | reduce | all_to_all``.
         seed: seeds the random data and the model.
@@ -174,6 +176,9 @@ def verify(world_sizes=DEFAULT_WORLD_SIZES, numel: int | None = None, dtype="flo
         raise ValueError(f"root must be in [0, {min(sizes) - 1}] for world sizes {sizes}, got {root}")
     if not algo.rooted and root != 0:
         raise ValueError(f"root applies to broadcast and reduce only, not {collective}")
+    if not algo.reducing and op != "sum":
+        raise ValueError(f"op applies to the reducing collectives (all_reduce, reduce_scatter, reduce) only; "
+                         f"{collective} moves data without combining it, so leave op at its default")
     model = None
     if input == "gradients":
         if numel is not None:
@@ -196,7 +201,7 @@ def verify(world_sizes=DEFAULT_WORLD_SIZES, numel: int | None = None, dtype="flo
         else:
             x, full = _random(rng, n, numel, dt, op), None
         rows.append(_check(collective, algorithm, x, op, full, root))
-    return VerifyReport(collective, algorithm, op, str(dt), input, tuple(rows), model,
+    return VerifyReport(collective, algorithm, op if algo.reducing else None, str(dt), input, tuple(rows), model,
                         root if algo.rooted else None)
 
 
