@@ -59,7 +59,6 @@ def run(rows: list[int], cols: list[int], dtypes: list[str]) -> list[dict]:
                                 "triton_ms": t_triton, "torch_ms": t_torch,
                                 "triton_GBps": nbytes / t_triton / 1e6, "torch_GBps": nbytes / t_torch / 1e6,
                                 "ratio": t_torch / t_triton, "max_scaled_err": err})
-                del x, weight, bias
         torch.cuda.empty_cache()
     return results
 

@@ -2,7 +2,6 @@
 
 import ast
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -84,7 +84,7 @@ def test_model_params_accepts_names_and_counts():
 
 def test_comm_explorer_controls_redraw():
     box = comm.comm_explorer()
-    (model_dd, strategy_dd), size, (fabric_dd, inter_dd), caption, image = (
+    (model_dd, strategy_dd), size, (fabric_dd, _), caption, image = (
         list(box.children[0].children), box.children[1], list(box.children[2].children), box.children[3],
         box.children[4])
     before, text = image.value, caption.value

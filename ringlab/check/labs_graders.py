@@ -210,7 +210,6 @@ def _load_by_path(path: str, name: str):
 
 def _accum_rank(path: str, name: str, cases: list[dict], seed: int = 0) -> list[dict]:
     """Body of each grading rank: one record per case (counts, checksums, error)."""
-    import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -327,8 +326,10 @@ def _accumulation(fn):
     try:
         results = _run_accumulation(fn)
     except CaseFailure as failure:
+        reason = failure  # the except clause unbinds its name; the grader below calls check later
+
         def check(_fn, **case):
-            raise failure
+            raise reason
 
         return run_grader("ex14", "accumulate_gradients", fn, check, accum_cases()[:1])
     return run_grader("ex14", "accumulate_gradients", fn, lambda _fn, **case: check_accumulation(results, **case),

@@ -29,3 +29,13 @@ def png_bytes(fig, dpi: int = 80) -> bytes:
     fig.savefig(buf, format="png", dpi=dpi)
     pyplot().close(fig)
     return buf.getvalue()
+
+
+def show(image, caption, fig, text: str) -> None:
+    """Put an explorer's new figure and caption on screen, the figure first.
+
+    A browser applies widget changes in the order they are sent, so once the caption shows the
+    new text the figure is already the new one (a caption set first ran ahead of the PNG).
+    """
+    image.value = png_bytes(fig)
+    caption.value = text

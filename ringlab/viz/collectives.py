@@ -13,7 +13,7 @@ import numpy as np
 from ringlab.collectives import algorithms_for
 from ringlab.collectives.cost import LINKS, alpha_beta_time, cost_table, crossover, get_link
 
-from ._mpl import png_bytes, pyplot, widgets
+from ._mpl import pyplot, show, widgets
 
 # The explorer's default comparison: NCCL's two all-reduce algorithms and MPICH's two halving-doubling ones.
 RING_TREE_HD = ("ring", "double_binary_tree", "recursive_doubling", "rabenseifner")
@@ -128,10 +128,9 @@ def collectives_explorer(collective: str = "all_reduce", algorithms=RING_TREE_HD
 
     def render(*_):
         n, m, f = n_slider.value, m_slider.value, fabric_menu.value
-        caption.value = _caption(explorer_rows(collective, algorithms, n, m, f), m)
         fig = plot_collective_times(collective, f, n, algorithms)
         fig.axes[0].axvline(m, color="black", linewidth=1)
-        image.value = png_bytes(fig)
+        show(image, caption, fig, _caption(explorer_rows(collective, algorithms, n, m, f), m))
 
     for control in (n_slider, m_slider, fabric_menu):
         control.observe(render, names="value")

@@ -16,7 +16,7 @@ from ringlab.calc import GB, MODELS, GiB, ModelConfig, format_bytes, get_model, 
 from ringlab.calc.units import positive_int
 from ringlab.collectives.cost import LINKS, get_link
 
-from ._mpl import png_bytes, pyplot, widgets
+from ._mpl import pyplot, show, widgets
 
 STRATEGIES = ("ddp", "zero1", "zero2", "fsdp_shard_grad_op", "fsdp_full_shard", "hybrid_shard")
 GPUS_PER_NODE = 8  # hybrid_shard's shard group, and where a flat ring starts crossing nodes
@@ -211,9 +211,8 @@ def comm_explorer(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size
     controls = (model_dd, strategy_dd, size_slider, fabric_dd, inter_dd)
 
     def render(*_):
-        caption.value = describe_comm(model_dd.value, strategy_dd.value, size_slider.value, fabric_dd.value,
-                                      inter_dd.value)
-        image.value = png_bytes(draw_comm(model_dd.value, strategy_dd.value, size_slider.value))
+        show(image, caption, draw_comm(model_dd.value, strategy_dd.value, size_slider.value),
+             describe_comm(model_dd.value, strategy_dd.value, size_slider.value, fabric_dd.value, inter_dd.value))
 
     for control in controls:
         control.observe(render, names="value")

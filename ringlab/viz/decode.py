@@ -16,7 +16,7 @@ from ringlab.calc import (
     HARDWARE, MODELS, decode_step, get_hardware, get_model, max_batch_for_sla, naive_linear_decode_time,
 )
 
-from ._mpl import png_bytes, pyplot, widgets
+from ._mpl import pyplot, show, widgets
 
 WRONG_LABEL = "circulating (wrong): batch x step(1), weights read per sequence"
 
@@ -133,10 +133,10 @@ def decode_explorer(model: str = "llama-2-7b", hardware: str = "a100-sxm-80gb", 
         args = (model_dd.value, hw_dd.value, context.value)
         res = max_batch_for_sla(*args, tpot, tp=tp_dd.value)
         naive = naive_max_batch(*args, tpot, tp=tp_dd.value)
-        caption.value = (f"<code>largest batch: {res.batch_size} (bound by {res.bound_by}: latency allows "
-                         f"{res.latency_limit}, memory allows {res.memory_limit}); the circulating model would "
-                         f"allow {min(naive, res.memory_limit)}</code>")
-        image.value = png_bytes(plot_decode(*args, tpot, tp=tp_dd.value))
+        show(image, caption, plot_decode(*args, tpot, tp=tp_dd.value),
+             f"<code>largest batch: {res.batch_size} (bound by {res.bound_by}: latency allows "
+             f"{res.latency_limit}, memory allows {res.memory_limit}); the circulating model would "
+             f"allow {min(naive, res.memory_limit)}</code>")
 
     def new_model(_):
         updating.append(True)

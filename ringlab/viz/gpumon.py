@@ -163,7 +163,7 @@ def gpumon_explorer(path_or_rows: str | os.PathLike | Iterable[Row]):
     Returns an ``ipywidgets.VBox`` (two dropdowns, an HTML line, an ``Image`` with the PNG). The
     callback only sets widget values (no printing: under nbval output from a callback breaks the cell).
     """
-    from ._mpl import png_bytes, widgets
+    from ._mpl import show, widgets
 
     w = widgets()
     rows = read_log(path_or_rows) if isinstance(path_or_rows, (str, os.PathLike)) else list(path_or_rows)
@@ -176,9 +176,9 @@ def gpumon_explorer(path_or_rows: str | os.PathLike | Iterable[Row]):
         chosen = [r for r in rows if gpu.value == "all" or f"GPU {r.index} {r.name}".rstrip() == gpu.value]
         counts = {kind: sum(r.kind == kind for r in chosen) for kind in ("sample", "lost", "back")}
         errors = sum(r.kind == "error" for r in rows)
-        caption.value = (f"<code>{gpu.value}: {counts['sample']} samples, {counts['lost']} lost, "
-                         f"{counts['back']} back; error rows in the log: {errors}</code>")
-        image.value = png_bytes(plot_gpumon_metric(rows, metric.value, gpu.value))
+        show(image, caption, plot_gpumon_metric(rows, metric.value, gpu.value),
+             f"<code>{gpu.value}: {counts['sample']} samples, {counts['lost']} lost, "
+             f"{counts['back']} back; error rows in the log: {errors}</code>")
 
     gpu.observe(render, names="value")
     metric.observe(render, names="value")

@@ -16,7 +16,7 @@ from ringlab.calc import (
     kv_heads_per_rank,
 )
 
-from ._mpl import png_bytes, pyplot, widgets
+from ._mpl import pyplot, show, widgets
 from .comm import gib_axis
 
 MODELS_SHOWN = ("llama-2-7b", "llama-2-70b", "llama-3-8b", "falcon-7b", "mistral-7b", "deepseek-v3")
@@ -225,8 +225,7 @@ def kv_explorer(model: str = "llama-2-70b", dtype: str = "fp16", tokens: int = 4
         if updating:
             return
         args = (model_dd.value, dtype_dd.value, ctx_slider.value, batch_slider.value, tp_dd.value)
-        caption.value = describe_kv(*args)
-        image.value = png_bytes(draw_kv(*args))
+        show(image, caption, draw_kv(*args), describe_kv(*args))
 
     def new_model(change):
         choices = tp_choices(change["new"])

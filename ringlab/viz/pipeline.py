@@ -13,7 +13,7 @@ import numpy as np
 from ringlab.calc import bubble_fraction, peak_in_flight, pipeline_schedule
 from ringlab.calc.pipeline import BACKWARD, FORWARD, IDLE, SCHEDULES, WEIGHT
 
-from ._mpl import png_bytes, pyplot, widgets
+from ._mpl import pyplot, show, widgets
 
 COLOURS = {FORWARD: "#4c78a8", BACKWARD: "#f58518", WEIGHT: "#54a24b"}
 IDLE_COLOUR = "#fde2e2"
@@ -185,10 +185,10 @@ def pipeline_explorer(stages: int = 4, microbatches: int = 8, schedule: str = "1
         sched = pipeline_schedule(p, m, name, v)
         peaks = ", ".join(map(str, peak_in_flight(p, m, name, v).tolist()))
         unit = "micro-batch chunks" if v > 1 else "micro-batches"
-        caption.value = (f"<code>measured: ideal {sched.bubble_fraction('ideal'):.4f}, total "
-                         f"{sched.bubble_fraction('total'):.4f} | closed form: {closed_form_text(p, m, name, v)} | "
-                         f"peak in flight per stage ({unit}): {peaks}</code>")
-        image.value = png_bytes(draw_schedule(p, m, name, v))
+        show(image, caption, draw_schedule(p, m, name, v),
+             f"<code>measured: ideal {sched.bubble_fraction('ideal'):.4f}, total "
+             f"{sched.bubble_fraction('total'):.4f} | closed form: {closed_form_text(p, m, name, v)} | "
+             f"peak in flight per stage ({unit}): {peaks}</code>")
 
     for control in (p_slider, m_slider, v_slider, kind):
         control.observe(render, names="value")

@@ -10,7 +10,7 @@ import numpy as np
 
 from ringlab.collectives import replay, ring_all_reduce
 
-from ._mpl import png_bytes, pyplot, widgets
+from ._mpl import pyplot, show, widgets
 
 
 def ring_state(world_size: int, step: int) -> dict:
@@ -119,8 +119,8 @@ def ring_explorer(max_world_size: int = 12, world_size: int = 4):
         state = ring_state(n_slider.value, s_slider.value)
         moves = ", ".join(f"{src}->{dst}: c{chunk} ({'add' if red else 'store'})"
                           for src, dst, chunk, red in state["transfers"])
-        caption.value = f"<code>{state['phase']} step {state['phase_step']}: {moves or 'nothing moves'}</code>"
-        image.value = png_bytes(draw_ring_step(n_slider.value, s_slider.value))
+        show(image, caption, draw_ring_step(n_slider.value, s_slider.value),
+             f"<code>{state['phase']} step {state['phase_step']}: {moves or 'nothing moves'}</code>")
 
     n_slider.observe(render, names="value")
     s_slider.observe(render, names="value")
