@@ -8,6 +8,8 @@ import pytest
 from ringlab.check import EXERCISES, grade, hint, load
 from ringlab.check.make_exercises import generate, main as make_main, make_stub
 
+from mutant_edits import EDITS, mutated_source  # tests/ is on sys.path (rootdir-relative import mode)
+
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "tests" / "mutants"
 
@@ -33,8 +35,26 @@ def test_mutant_is_rejected_with_a_useful_message(path):
     assert "wrong" in result._repr_html_()
 
 
+@pytest.mark.parametrize("name", sorted(EDITS))
+def test_edited_solution_is_rejected_with_a_useful_message(name, tmp_path):
+    path = tmp_path / f"{name}.py"
+    path.write_text(mutated_source(name))  # a real file: Triton reads a kernel's source from it
+    exercise_id = name[:4]
+    result = grade(exercise_id, load(exercise_id, path))
+    assert result.status == "wrong", str(result)
+    for word in EDITS[name][2]:
+        assert word in result.message, str(result)
+    assert result.inputs
+
+
+def test_an_edit_that_no_longer_fits_the_solution_is_refused(monkeypatch):
+    monkeypatch.setitem(EDITS, "ex15_stale", ("ex15_layernorm_kernel.py", [("no such line", "x", 1)], [], ""))
+    with pytest.raises(ValueError, match="expected 1 x 'no such line'"):
+        mutated_source("ex15_stale")
+
+
 def test_every_exercise_has_mutants():
-    covered = {p.stem[:4] for p in MUTANT_FILES}
+    covered = {p.stem[:4] for p in MUTANT_FILES} | {name[:4] for name in EDITS}
     assert set(EXERCISES) <= covered, f"exercises without known-wrong answers: {set(EXERCISES) - covered}"
 
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from ringlab.collectives import (
     Schedule,
     Transfer,
+    chunk_bounds,
     chunk_sizes,
     replay,
     ring_all_gather,
@@ -26,6 +27,10 @@ def test_chunk_sizes_follow_array_split():
         for n in [1, 2, 3, 7, 8]:
             expected = [len(part) for part in np.array_split(np.arange(numel), n)]
             assert chunk_sizes(numel, n).tolist() == expected
+            parts = np.array_split(np.arange(numel), n)  # chunk k starts at its first element's index
+            bounds = chunk_bounds(numel, n)
+            assert all(p.tolist() == list(range(bounds[k], bounds[k + 1])) for k, p in enumerate(parts))
+            assert bounds[-1] == numel and all(isinstance(b, int) for b in bounds)
 
 
 @pytest.mark.parametrize("bad", [(-1, 2), (4, 0)])

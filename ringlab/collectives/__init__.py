@@ -24,7 +24,7 @@ from .ring import (
     ring_reduce_scatter,
     ring_reduce_scatter_bytes,
 )
-from .schedule import Schedule, Transfer, chunk_sizes, replay
+from .schedule import Schedule, Transfer, chunk_bounds, chunk_sizes, replay
 from .tree import (
     binomial_broadcast,
     binomial_broadcast_bytes,
@@ -52,6 +52,7 @@ __all__ = [
     "binomial_broadcast_bytes",
     "binomial_reduce",
     "binomial_reduce_bytes",
+    "chunk_bounds",
     "chunk_sizes",
     "direct_all_reduce",
     "direct_all_reduce_bytes",

@@ -53,6 +53,14 @@ def chunk_sizes(numel: int, num_chunks: int) -> np.ndarray:
     return sizes
 
 
+def chunk_bounds(numel: int, num_chunks: int) -> list[int]:
+    """Element offsets where the chunks start, plus ``numel``: chunk k is ``[bounds[k], bounds[k + 1])``.
+
+    Same layout and errors as :func:`chunk_sizes`; a list of ``num_chunks + 1`` Python ints.
+    """
+    return [0] + np.cumsum(chunk_sizes(numel, num_chunks)).tolist()
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A collective algorithm written down as data.

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ringlab.collectives import Schedule, chunk_sizes
+from ringlab.collectives import Schedule, chunk_bounds, chunk_sizes
 from ringlab.collectives import ring_all_gather as ring_all_gather_schedule
 from ringlab.collectives import ring_all_reduce as ring_all_reduce_schedule
 from ringlab.collectives import ring_reduce_scatter as ring_reduce_scatter_schedule
@@ -192,10 +192,6 @@ def _execute(steps, scratch_need: int, buffer, bounds: list[int], op: str, group
     return sent, received
 
 
-def _bounds(numel: int, num_chunks: int) -> list[int]:
-    return [0] + np.cumsum(chunk_sizes(numel, num_chunks)).tolist()
-
-
 def _check_tensor(tensor, name: str):
     torch, _ = torch_modules()
     if not isinstance(tensor, torch.Tensor):
@@ -223,7 +219,7 @@ def run_schedule(schedule: Schedule, buffer, op: str = "sum", group=None) -> tup
         raise ValueError(f"schedule is for world_size={schedule.world_size} but the group has {world_size} ranks")
     numel = buffer.numel()
     steps, scratch_need = _rank_steps(schedule, rank, chunk_sizes(numel, schedule.num_chunks))
-    return _execute(steps, scratch_need, buffer, _bounds(numel, schedule.num_chunks), op, group, peer)
+    return _execute(steps, scratch_need, buffer, chunk_bounds(numel, schedule.num_chunks), op, group, peer)
 
 
 def _run_ring(builder, buffer, op: str, group) -> tuple[int, int]:
@@ -231,7 +227,7 @@ def _run_ring(builder, buffer, op: str, group) -> tuple[int, int]:
     rank, world_size, peer = _group_info(group)
     numel = buffer.numel()
     _, (steps, scratch_need) = _ring_steps(builder, world_size, rank, numel)
-    sent, received = _execute(steps, scratch_need, buffer, _bounds(numel, world_size), op, group, peer)
+    sent, received = _execute(steps, scratch_need, buffer, chunk_bounds(numel, world_size), op, group, peer)
     if op == "avg":  # one division by world_size at the end, as NCCL's ncclAvg
         buffer.div_(world_size)
     return sent, received
@@ -295,7 +291,7 @@ def ring_reduce_scatter(tensor, op: str = "sum", group=None) -> RankResult:
     work = tensor.detach().reshape(-1).clone(memory_format=torch.contiguous_format)
     sent, received = _run_ring(ring_reduce_scatter_schedule, work, op, group)
     rank, world_size, _ = _group_info(group)
-    bounds = _bounds(work.numel(), world_size)
+    bounds = chunk_bounds(work.numel(), world_size)
     return RankResult(work[bounds[rank]:bounds[rank + 1]].clone(), sent, received)
 
 
@@ -319,7 +315,7 @@ def ring_all_gather(shard, group=None, numel: int | None = None, out=None) -> Ra
     torch = _check_tensor(shard, "shard")
     rank, world_size, _ = _group_info(group)
     total = shard.numel() * world_size if numel is None else int(numel)
-    bounds = _bounds(total, world_size)
+    bounds = chunk_bounds(total, world_size)
     if bounds[rank + 1] - bounds[rank] != shard.numel():
         raise ValueError(f"shard on rank {rank} has {shard.numel()} elements but numpy.array_split of numel={total} "
                          f"over {world_size} ranks gives it {bounds[rank + 1] - bounds[rank]}")

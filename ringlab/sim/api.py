@@ -17,6 +17,7 @@ import numpy as np
 
 from ringlab.collectives import (
     Schedule,
+    chunk_bounds,
     chunk_sizes,
     ring_all_gather,
     ring_all_reduce,
@@ -157,6 +158,19 @@ def _copy(x):
     return x.clone() if _is_tensor(x) else x.copy()
 
 
+def own_chunks(flat):
+    """Rank r's chunk r of a ``(world_size, numel)`` array or tensor (reduce-scatter's result).
+
+    ``(world_size, numel // world_size)`` when the chunks are equal, else a tuple of 1-D copies
+    (``numpy.array_split`` sizes).
+    """
+    n, numel = flat.shape
+    if numel % n == 0:
+        return flat.reshape(n, n, numel // n)[list(range(n)), list(range(n))]
+    bounds = chunk_bounds(numel, n)
+    return tuple(_copy(flat[r, bounds[r]:bounds[r + 1]]) for r in range(n))
+
+
 @lru_cache(maxsize=64)
 def _plan(builder, world_size: int, numel: int) -> Plan:
     return compile_schedule(builder(world_size), numel)
@@ -238,13 +252,7 @@ def reduce_scatter(inputs, op: str = "sum", trace: bool = False) -> CollectiveRe
     x = as_rank_array(inputs)
     n, numel = x.shape[0], _numel(x)
     full = _run(_plan(ring_reduce_scatter, n, numel), x, op, trace)
-    flat = full.outputs.reshape(n, numel)
-    bounds = np.concatenate([[0], np.cumsum(chunk_sizes(numel, n))]).tolist()
-    if numel % n == 0:
-        outputs = flat.reshape(n, n, numel // n)[list(range(n)), list(range(n))]
-    else:
-        outputs = tuple(_copy(flat[r, bounds[r]:bounds[r + 1]]) for r in range(n))
-    return CollectiveResult(outputs, full.traffic, full.schedule, full.events)
+    return CollectiveResult(own_chunks(full.outputs.reshape(n, numel)), full.traffic, full.schedule, full.events)
 
 
 def all_gather(inputs, trace: bool = False) -> CollectiveResult:
@@ -263,6 +271,15 @@ def all_gather(inputs, trace: bool = False) -> CollectiveResult:
         ValueError: empty input, or shard lengths that do not follow the array_split layout.
         TypeError: unsupported or mixed dtypes.
     """
+    return gather_shards(lambda n, numel: _plan(ring_all_gather, n, numel), inputs, trace)
+
+
+def gather_shards(plan_for, inputs, trace: bool) -> CollectiveResult:
+    """Run an all-gather plan ``plan_for(world_size, numel)`` on per-rank shards (arrays or tensors).
+
+    Each rank's shard is placed at its own chunk of its output row first (setup, not traffic).
+    Raises ValueError when the shard lengths do not follow numpy.array_split of their total.
+    """
     shards = _shards(inputs)
     n = len(shards)
     sizes = np.array([s.shape[0] for s in shards], dtype=np.int64)
@@ -270,14 +287,14 @@ def all_gather(inputs, trace: bool = False) -> CollectiveResult:
     if not np.array_equal(sizes, chunk_sizes(numel, n)):
         raise ValueError(f"inputs: shard lengths {sizes.tolist()} do not follow numpy.array_split of {numel} "
                          f"elements over {n} ranks ({chunk_sizes(numel, n).tolist()})")
-    plan = _plan(ring_all_gather, n, numel)
+    plan = plan_for(n, numel)
     if _is_tensor(shards[0]):
         import torch
 
         out = torch.empty((n, numel), dtype=shards[0].dtype, device=shards[0].device)
     else:
         out = np.empty((n, numel), dtype=shards[0].dtype)
-    bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    bounds = chunk_bounds(numel, n)
     for r, shard in enumerate(shards):  # each rank places its own shard: setup, not communication
         out[r, bounds[r]:bounds[r + 1]] = shard
     sent, received, events = execute(plan, None, out, None, trace)

@@ -27,10 +27,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from ringlab.collectives import chunk_sizes, get_algorithm, get_schedule
+from ringlab.collectives import chunk_bounds, chunk_sizes, get_algorithm, get_schedule
 from ringlab.collectives.registry import REDUCING
 
-from .api import CollectiveResult, _shards, _traffic, as_rank_array
+from .api import CollectiveResult, _shards, _traffic, as_rank_array, gather_shards, own_chunks
 from .executor import Plan, compile_schedule, execute
 from .ops import UFUNCS, check_op
 from .reference import direct_reduce
@@ -78,7 +78,7 @@ def run_collective(collective: str, algorithm: str, inputs, op: str = "sum", roo
     if op == "avg" and collective in REDUCING:
         np.divide(out, np.asarray(n, dtype=out.dtype), out=out)
     if collective == "reduce_scatter":
-        outputs = _own_chunks(out)
+        outputs = own_chunks(out)
     elif collective == "reduce":
         outputs = out[root].reshape(x.shape[1:])
     elif collective == "all_to_all":
@@ -89,29 +89,7 @@ def run_collective(collective: str, algorithm: str, inputs, op: str = "sum", roo
 
 
 def _all_gather(algorithm: str, inputs, root: int, trace: bool) -> CollectiveResult:
-    shards = _shards(inputs)
-    n = len(shards)
-    sizes = np.array([s.size for s in shards], dtype=np.int64)
-    numel = int(sizes.sum())
-    if not np.array_equal(sizes, chunk_sizes(numel, n)):
-        raise ValueError(f"inputs: shard lengths {sizes.tolist()} do not follow numpy.array_split of {numel} "
-                         f"elements over {n} ranks ({chunk_sizes(numel, n).tolist()})")
-    plan = _plan("all_gather", algorithm, n, numel, int(root))
-    out = np.empty((n, numel), dtype=shards[0].dtype)
-    bounds = np.concatenate([[0], np.cumsum(sizes)])
-    for r, shard in enumerate(shards):  # each rank places its own shard: setup, not communication
-        out[r, bounds[r]:bounds[r + 1]] = shard
-    sent, received, events = execute(plan, None, out, None, trace)
-    return CollectiveResult(out, _traffic(sent, received), plan.schedule, events)
-
-
-def _own_chunks(flat: np.ndarray):
-    """Rank r's chunk r of a ``(N, numel)`` buffer: ``(N, numel // N)`` if even, else a tuple of 1-D copies."""
-    n, numel = flat.shape
-    if numel % n == 0:
-        return flat.reshape(n, n, numel // n)[np.arange(n), np.arange(n)]
-    bounds = np.concatenate([[0], np.cumsum(chunk_sizes(numel, n))])
-    return tuple(flat[r, bounds[r]:bounds[r + 1]].copy() for r in range(n))
+    return gather_shards(lambda n, numel: _plan("all_gather", algorithm, n, numel, int(root)), inputs, trace)
 
 
 def _to_shift_layout(flat: np.ndarray) -> np.ndarray:
@@ -121,7 +99,7 @@ def _to_shift_layout(flat: np.ndarray) -> np.ndarray:
     elements of blocks ``0 .. s-1``.
     """
     n, numel = flat.shape
-    prefix = np.concatenate([[0], np.cumsum(chunk_sizes(numel, n))])
+    prefix = chunk_bounds(numel, n)
     out = np.empty_like(flat)
     for s in range(n):
         off = numel - int(prefix[n - s])  # elements of rank s's blocks for ranks 0 .. s-1
@@ -133,7 +111,7 @@ def _to_shift_layout(flat: np.ndarray) -> np.ndarray:
 def _from_shift_layout(buf: np.ndarray) -> np.ndarray:
     """Shift layout after the exchange (chunk k: block from rank d - k) -> blocks in source-rank order."""
     n, numel = buf.shape
-    prefix = np.concatenate([[0], np.cumsum(chunk_sizes(numel, n))])
+    prefix = chunk_bounds(numel, n)
     out = np.empty_like(buf)
     for d in range(n):
         ks = [(d - s) % n for s in range(n)]
