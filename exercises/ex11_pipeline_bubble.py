@@ -13,7 +13,8 @@ def pipeline_bubble(stages, microbatches, schedule, virtual_stages=1, relative_t
         microbatches: micro-batches per optimizer step M, int >= 1 (a multiple of P for
             interleaved-1f1b, as Megatron-LM requires).
         schedule: ``"gpipe"``, ``"1f1b"`` or ``"interleaved-1f1b"``.
-        virtual_stages: model chunks per device v for interleaved-1f1b (1 for the others).
+        virtual_stages: model chunks per device v for interleaved-1f1b; gpipe and 1f1b have no model
+            chunks and ignore it.
         relative_to: ``"ideal"`` -> bubble time / ideal compute time (Megatron-LM's convention,
             Narayanan et al. 2021); ``"total"`` -> bubble time / wall-clock time (bubble + compute).
 

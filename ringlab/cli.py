@@ -8,6 +8,7 @@ and needs neither torch nor matplotlib.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # name -> (module implementing it, one-line summary)
@@ -17,7 +18,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("ringlab.commands.bench", "bandwidth table, nccl-tests style: torch.distributed vs ringlab's ring"),
     "calc": ("ringlab.commands.calc", "capacity calculators: KV cache, gradient traffic, ... (ringlab calc --help)"),
     "cost": ("ringlab.commands.cost", "bytes per rank, steps and alpha-beta time of each collective algorithm"),
+    "explain": ("ringlab.commands.explain", "read nccl-tests output / NCCL logs: what ran, what it should reach, findings"),
     "gpumon": ("ringlab.commands.gpumon", "append per-GPU utilization and memory to a CSV log (nvidia-smi or NVML)"),
+    "serve-sim": ("ringlab.commands.serve_sim", "simulate serving a request trace: paged KV blocks, continuous batching"),
     "verify": ("ringlab.commands.verify", "run a collective in the simulator and check results and bytes"),
 }
 
@@ -51,6 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `ringlab ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        print(f"ringlab {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug of ours: one line, not a traceback (RINGLAB_TRACEBACK=1 shows it)
+        if os.environ.get("RINGLAB_TRACEBACK") == "1":
+            raise
+        print(f"ringlab {name}: internal error: {type(exc).__name__}: {str(exc)[:500]} "
+              "(a bug in ringlab: please report it; RINGLAB_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

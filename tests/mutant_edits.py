@@ -17,8 +17,46 @@ SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
 _KERNEL = "ex15_layernorm_kernel.py"
 _RSTD = "rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)"
 _CENTRED = "centred = tl.where(mask, x - mean, 0.0)"
+_BLOCKS = "ex17_paged_blocks.py"
+_STEP = "ex18_scheduler_step.py"
+
+_RING = "ex01_ring_allreduce.py"
+
+_KV = "ex08_kv_cache.py"
+
+_SMI = "ex12_smi_row_parser.py"
+
+_ACC = "ex14_grad_accumulation.py"
 
 EDITS = {
+    "ex14_divides_by_world_size_too": (_ACC, [("/ k).backward()", "/ (k * __import__(\"torch\").distributed.get_world_size())).backward()", 2)],
+                                       ["1/2 of the full-batch gradient", "already averages over ranks"],
+                                       "scales the loss by 1/(K N): DDP's own 1/N average is applied twice"),
+    "ex12_accepts_a_sign": (_SMI, [(r'NUMBER = re.compile(r"(\d+', r'NUMBER = re.compile(r"(-?\d+', 1)],
+                            ["should be None", "-5"], "reads '-5' as a utilization of -5 %"),
+    "ex12_partial_match": (_SMI, [("NUMBER.fullmatch(text)", "NUMBER.search(text)", 1)],
+                           ["should be None", "1.2.3"], "re.search finds 1.2 inside '1.2.3' and 12 inside 'abc 12'"),
+    "ex11_v_everywhere": ("ex11_pipeline_bubble.py", [('v = virtual_stages if schedule == "interleaved-1f1b" else 1',
+                                                      "v = virtual_stages", 1)],
+                          ["has no model chunks", "does not apply"], "divides GPipe's and 1F1B's bubble by v too"),
+    "ex08_ignores_use_sliding_window": (_KV, [('config.get("sliding_window") if config.get("use_sliding_window", True) '
+                                               'else None', 'config.get("sliding_window")', 1)],
+                                        ["use_sliding_window = false", "Qwen/Qwen2-72B"],
+                                        "caps Qwen2's cache at a window its config switches off"),
+    "ex08_head_dim_from_kv_heads": (_KV, [('config["hidden_size"] // config["num_attention_heads"]',
+                                           'config["hidden_size"] // config["num_key_value_heads"]', 1)],
+                                    ["dividing by num_key_value_heads", "head_dim is hidden_size // num_attention_heads"],
+                                    "head_dim from the KV heads: the same 8x as counting query heads, another cause"),
+    "ex01_promotes_to_float64": (_RING, [("np.array(a, copy=True)", "np.array(a, dtype=np.float64, copy=True)", 1)],
+                                 ["returned float64", "keep the input's dtype"],
+                                 "works in float64 and returns it: right sums for int64, the wrong dtype for the rest"),
+    "ex01_each_rank_sums_itself": (_RING, [("outputs = [np.concatenate(chunks) if chunks else np.zeros(0) for chunks in work]",
+                                            "outputs = [sum(arrays[(r + k) % n] for k in range(n)) for r in range(n)]", 1)],
+                                   ["bit-identical", "last bits"],
+                                   "each rank adds the inputs in its own order: float results drift apart by an ulp"),
+    "ex01_valid_other_rotation": (_RING, [("(r + 1 - s) % n", "(r + 2 - s) % n", 2), ("(r - s) % n", "(r + 1 - s) % n", 2)],
+                                  ["your rotation differs from the documented one"],
+                                  "a correct ring shifted by one chunk: right sums, right totals, other steps"),
     "ex15_forgets_eps": (_KERNEL, [(_RSTD, "rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols)", 1)],
                          ["rstd is", "eps is missing"],
                          "rstd = 1 / sqrt(var): too large by about 1 + eps / (2 var), infinite on a constant row"),
@@ -39,6 +77,28 @@ EDITS = {
         (_CENTRED, "centred = tl.where(mask, x - mean, 0.0).to(X.dtype.element_ty)", 1),
     ], ["dtype=float16", "mean is", "fp16 rounding"],
         "sums and squares in the input dtype: fp16 running sums keep 11 significant bits"),
+    "ex17_leaks_on_free": (_BLOCKS, [("                self.free_list.append(block)\n", "", 1)],
+                           ["free(", "leak"], "a freed block never goes back to the free list"),
+    "ex17_no_copy_on_write": (_BLOCKS, [("if len(tokens) % bs == 0 or self.ref[table[-1]] > 1:",
+                                         "if len(tokens) % bs == 0:", 1)],
+                              ["copy-on-write", "corrupts"], "a fork's first write lands in the block its sibling reads"),
+    "ex17_hashes_partial_block": (_BLOCKS, [("for i in range(len(token_ids) // bs):",
+                                             "for i in range(-(-len(token_ids) // bs)):", 1),
+                                            ("partial = len(token_ids) % bs != 0", "partial = False", 1)],
+                                  ["partial block"], "the last, partial block gets a key and is shared by hash"),
+    "ex17_unchained_key": (_BLOCKS, [("parent = (parent, tuple(token_ids[i * bs:(i + 1) * bs]))",
+                                      "parent = (None, tuple(token_ids[i * bs:(i + 1) * bs]))", 1)],
+                           ["different prefixes", "chain"], "a block's key is its tokens only, not its prefix"),
+    "ex17_frees_shared_blocks": (_BLOCKS, [("            self.ref[block] -= 1\n            if self.ref[block] == 0:\n"
+                                            "                key = self.key_of.pop(block, None)",
+                                            "            self.ref[block] = 0\n            if self.ref[block] == 0:\n"
+                                            "                key = self.key_of.pop(block, None)", 1)],
+                                 ["still holds"], "free ignores reference counts: a fork's blocks are freed under it"),
+    "ex18_no_decode_room": (_STEP, [('if request["blocks"] + 1 > free - watermark_blocks:',
+                                     'if request["blocks"] > free - watermark_blocks:', 1)],
+                            ["without reserving decode room"], "admits a prompt that leaves no block to decode into"),
+    "ex18_preempts_oldest": (_STEP, [("victim = alive.pop()", "victim = alive.pop(0)", 1)],
+                             ["the oldest", "livelock"], "the oldest request is evicted whenever anyone needs a block"),
 }
 
 

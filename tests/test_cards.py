@@ -15,7 +15,7 @@ import pytest
 from ringlab.check.cards import CARD_VALUES, SECTIONS, card_ids, load_card
 from ringlab.commands import practice
 
-ALL_IDS = [f"P{i}" for i in range(1, 13)]
+ALL_IDS = [f"P{i}" for i in range(1, 15)]
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +72,11 @@ EXPECTED = {
         "112.0 GB",  # 7e9 x (2 + 2 + 12) B
         "1.75 GB",  # 112 GB / 64
         "45.94 GB/s",  # 14e9 / 0.6 s x 126/64
+        "11% of it",  # 45.94 / (8 NICs x 50 GB/s)
+        "DDP 69.5 ms",  # 2 x 63/64 x 14e9 / 400e9 + 126 x 5 us
+        "FULL_SHARD 104.3 ms",  # 3 x 63/64 x 14e9 / 400e9 + 189 x 5 us
+        "HYBRID_SHARD 143.0 ms",  # 3 x (7/8 x 14e9 / 450e9 + 7 x 2 us) + 2 x 7/8 x 1.75e9 / 50e9 + 14 x 5 us
+        "0.552 s",  # the single-NIC picture: 126 x 5 us + 27.5625e9 / 50e9
     ],
     "P3": [
         "64 FLOP/B",  # 512e9 / 8e9
@@ -84,6 +89,8 @@ EXPECTED = {
         "295 -> 591",  # 989e12 / 3.35e12, 1979e12 / 3.35e12
         "2,147,483,648 B",  # 4 tensors x 2**28 x 2 B
         "1,073,741,824 B",  # 2 tensors x 2**28 x 2 B
+        "3.2 TFLOP on 8 GB (400 FLOP/B)",  # the sparse-peak trap's kernel: 400 x 8e9 FLOPs
+        "compute-bound at 3.24 ms",  # 3.2e12 / 989e12 > 8e9 / 3.35e12 = 2.39 ms
     ],
     "P4": ["17,280 ticks", "138,240 rows"],  # 86400 / 5, x 8 GPUs
     "P5": [
@@ -96,6 +103,13 @@ EXPECTED = {
         "70,272 B per token",  # DeepSeek-V3: 61 x (512 + 64) x 2
         "0.5 GiB",  # Mistral window: 32 x 4096 x 2 x 8 x 128 x 2 / 2**30
         "4,112 token slots",  # 4097 rounded up to 16
+        "344,064 B per token",  # Gemma-2-9B: 42 x 8 x (256 + 256) x 2
+        "172,032 B per extra token",  # its 21 global layers
+        "5.91 GiB",  # (21 x 32768 + 21 x 4096) x 8192 B / 2**30
+        "10.50 GiB",  # 344,064 x 32768 / 2**30
+        "1.31 GiB",  # 344,064 x 4096 / 2**30
+        "10 of its 118 layers",  # Nemotron-H-56B (arXiv:2504.03624, Table 1)
+        "8.5% of the 483,328 B",  # 10 x 8 x 256 x 2 = 40,960 of 118 x 4,096
     ],
     "P6": ["264 B per rank", "39,321,600 B"],  # 3 x 88; 2 x 3/4 x 25 MiB
     "P7": ["220.5 GB vs 27.56 GB", "96.5 GB saved", "14.0 GB"],  # 8 x 27.5625; 7 x 13.78125; 7e9 x 2
@@ -125,7 +139,9 @@ EXPECTED = {
         "3,192 lanes",  # 8192 - 5000
         "5 iterations",
         "904 real columns and 120 masked",
-        "16,384 B per row",  # 2 x 4096 x 2
+        "16,384 B of loads per row",  # 2 x 4096 x 2
+        "805,322,752 B",  # 134,234,112 + 10 more passes of 8192 x 4096 x 2 B (12 eager passes vs 2 fused)
+        "6.0x faster",  # 805,322,752 / 134,234,112, both memory-bound
     ],
     "P12": [
         "18x",  # 900 / 50
@@ -135,6 +151,27 @@ EXPECTED = {
         "= 0.875 M",  # 7/8
         "= 3 M",  # binomial root: ceil(log2 8)
         "126 steps",  # 2 x 63
+        "5.0 ms at line rate against 4.2 ms",  # 2 x 15/16 x 2**30 / 400e9; 2 x 7/8 x 2**30 / 450e9
+        "(1.2x;",
+        "40.4 ms, 9.6x",  # 30 x 5 us + 2 x 15/16 x 2**30 / 50e9, over 14 x 2 us + 4.18 ms
+    ],
+    "P13": [
+        "524,288 B",  # 2 x 32 layers x 32 KV heads x 128 x 2 B
+        "8,388,608 B (8 MiB)",  # x 16 tokens
+        "7,680 blocks = 122,880 tokens",  # 60 x 2**30 / 2**23; x 16
+        "62 full blocks (992 tokens)",  # 1000 // 16
+        "162 blocks instead of 100 x 63",  # 62 + 100 partial blocks
+        "6,138 blocks saved (47.95 GiB)",  # 99 x 62; x 8 MiB / 2**30
+        "3 copies",  # n = 4 sharers of the partial block: n - 1 copy
+        "66 blocks in use",  # 63 + 3
+        "126 blocks instead of 64",  # 2 x 63 without same-step sharing; 62 + 2 partial with it
+    ],
+    "P14": [
+        "32 blocks and exactly 32 are free",  # 512 / 16 of a 64-block pool
+        "a cycle of period 1.",
+        "268,435,456 B",  # 32 blocks x 8 MiB
+        "10.7 ms",  # 2**28 B / 25e9 B/s
+        "takes 10 steps",  # ceil(5000 / 512)
     ],
 }
 
@@ -175,7 +212,7 @@ def test_closed_stdin_prints_the_answer():
     assert "ANSWER" in proc.stdout and "27,562,500,000" in proc.stdout
 
 
-@pytest.mark.parametrize("bad", ["P13", "P0", "X2", "2.5"])
+@pytest.mark.parametrize("bad", ["P15", "P0", "X2", "2.5"])
 def test_unknown_card_is_a_clear_error(capsys, bad):
     with pytest.raises(SystemExit) as exc:
         practice.main([bad])

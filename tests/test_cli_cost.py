@@ -38,7 +38,7 @@ def test_custom_alpha_and_bandwidth(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [(["--fabric", "nvlnk4"], "did you mean nvlink4"),
-                                           (["--size", "12XB"], "cannot parse size"),
+                                           (["--size", "12XB"], "12XB"),
                                            (["--world-size", "0"], "world-size")])
 def test_errors_exit_2_with_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -59,3 +59,58 @@ def test_identical_costs_are_reported_as_ties(capsys):
     out = capsys.readouterr().out
     # at N=2 ring, Rabenseifner and the double binary tree all send M/2 twice in 2 steps: the same line
     assert "ring ties with rabenseifner" in out and "ring beats rabenseifner" not in out
+
+
+def test_a_million_ranks_in_closed_form(capsys):
+    """Closed forms are vectorised: a million ranks is as valid an input as 64 (timing is in benchmarks/)."""
+    n = 1_000_000
+    assert main(["--collective", "all_reduce", "--world-size", str(n), "--size", "1GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    ring = next(r for r in data["algorithms"] if r["algorithm"] == "ring")
+    # 2 (N - 1) steps; the busiest rank skips two of the smaller chunks (ceil(2**30 / N) - 1 bytes each)
+    assert ring["steps"] == 2 * (n - 1)
+    chunk = -(-2**30 // n)  # array_split: the first 2**30 % N chunks hold one byte more
+    assert ring["bytes_per_rank_max"] == 2 * 2**30 - 2 * (chunk - 1)
+
+
+def test_topology_json_keeps_the_keys_and_adds_the_cluster_view(capsys):
+    assert main(["--topology", "dgx-h100", "--nodes", "2", "--size", "1GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {r["algorithm"]: r for r in data["algorithms"]}
+    assert data["world_size"] == 16 and data["topology"]["nic_bandwidth_Bps"] == 50e9  # 400 Gb/s
+    ring = rows["ring_channels"]
+    assert ring["line_rate_busbw"] == pytest.approx(400e9) and ring["bottleneck_class"] == "nic"
+    assert ring["inter_node_fraction"] == pytest.approx(2 / 16)  # each GPU sends one channel of 8 off the node
+    assert ring["busbw"] == pytest.approx(2 * 15 / 16 * 2**30 / ring["seconds"])
+    assert rows["ring"]["busbw"] < 50e9  # one ring: every crossing through one NIC, the single-NIC picture
+    assert {"nvlink", "pcie", "nic"} <= set(ring["bytes_per_link_class"])
+    assert [s["algorithm"] for s in data["skipped"]] == ["nvls"]
+
+
+def test_topology_table_names_the_bottleneck(capsys):
+    assert main(["--topology", "mi300x-platform", "--size", "256MB", "--algorithm", "ring_channels"]) == 0
+    out = capsys.readouterr().out
+    assert "node 0 xgmi gpu" in out and "full mesh, 64 GB/s per link" in out
+
+
+def test_custom_topology_from_flags(capsys):
+    assert main(["--topology", "custom", "--gpus-per-node", "4", "--gpu-gbs", "100", "--nodes", "2", "--nics", "4",
+                 "--nic-gbps", "200", "--size", "64MB", "--algorithm", "ring_channels", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["algorithms"][0]
+    assert row["line_rate_busbw"] == pytest.approx(4 * 25e9)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--topology", "dgx-h10"], "did you mean dgx-h100"),
+    (["--topology", "dgx-h100", "--nodes", "2", "--world-size", "8"], "disagrees"),
+    (["--topology", "dgx-h100", "--nodes", "2", "--algorithm", "nvls"], "one NVLink domain"),
+    (["--topology", "dgx-h100", "--fabric", "ib-ndr", "--alpha", "1"], "flat link"),
+    (["--topology", "custom", "--nodes", "2"], "--gpus-per-node"),
+    (["--topology", "dgx-h100", "--nics", "4"], "custom only"),
+    (["--nodes", "2"], "need --topology"), (["--channels", "4"], "needs --topology"),
+    (["--topology", "dgx-h100", "--nodes", "0"], "nodes"),
+])
+def test_topology_errors_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err

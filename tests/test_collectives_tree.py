@@ -10,10 +10,10 @@ from ringlab.sim.collectives import run_collective
 
 def test_trees_match_nccl_illustrations():
     # NCCL src/graph/trees.cc draws 12 ranks (mirror) and 13 ranks (shift); parents read off those drawings
-    t0, t1 = double_binary_tree_parents(12)
+    t0, t1 = (t.tolist() for t in double_binary_tree_parents(12))
     assert t0 == [-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 8, 10]
     assert t1 == [1, 3, 1, 11, 5, 7, 5, 3, 9, 7, 9, -1]
-    t0, t1 = double_binary_tree_parents(13)
+    t0, t1 = (t.tolist() for t in double_binary_tree_parents(13))
     assert t0[12] == 8 and t0[8] == 0
     assert t1[1] == -1 and t1[9] == 1 and t1[0] == 9 and t1[11] == 0 and t1[12] == 11
 

@@ -1,9 +1,11 @@
-"""The compiled executor against a one-transfer-at-a-time interpreter, on random valid schedules.
+"""The compiled executor against the one-transfer-at-a-time interpreter (ringlab.sim.interpret), on random schedules.
 
-The compiler reorders transfers into vectorised groups, reduces in place into scratch rows,
-lets final copies alias the row they were copied from, and recycles scratch blocks. Random
-schedules (copies and reduces, several transfers into one slot per step, values forwarded after
-they became final) check all of that against the schedule's plain meaning.
+Random valid schedules mix explicit steps (copies and reduces, several transfers into one slot,
+blocks of chunks, values forwarded after they became final) with ring phases placed between them,
+so that every path of the plan runs: carry reads from the input and from ``out``, stored and
+elided ring writes, gathered steps, steps applied slice by slice (``DIRECT_CHUNK`` lowered so
+small chunks take it), empty chunks, and ``inputs=None``. Values, per-step bytes and events
+must equal the interpreter's.
 """
 
 import numpy as np
@@ -11,22 +13,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ringlab.collectives import Schedule, Transfer
-from ringlab.sim.executor import compile_schedule, execute
+from ringlab.collectives import RingPhase, Schedule, Step, Transfer, chunk_bounds
+from ringlab.sim import plan as plan_module
+from ringlab.sim.executor import execute
+from ringlab.sim.interpret import interpret
+from ringlab.sim.plan import RingPlan, compile_schedule
 
 
 @st.composite
 def schedules(draw):
     """A schedule whose every transfer reads a chunk its sender holds and reduces into one the receiver holds."""
     n = draw(st.integers(2, 6))
-    c = draw(st.integers(1, 6))
+    ring = draw(st.booleans())  # ring phases need num_chunks == world_size
+    c = n if ring else draw(st.integers(1, 6))
     inputs = tuple(tuple(sorted(draw(st.sets(st.integers(0, c - 1), max_size=c)))) for _ in range(n))
+    if ring:  # a ring phase reads every chain's first holder: start with everything held
+        inputs = (tuple(range(c)),) * n
     held = {(r, ch) for r, chunks in enumerate(inputs) for ch in chunks}
     if not held:
         held.add((0, 0))
         inputs = ((0,),) + inputs[1:]
     steps = []
-    for _ in range(draw(st.integers(1, 6))):
+    for _ in range(draw(st.integers(1, 5))):
+        if ring and draw(st.booleans()):
+            phase = RingPhase(draw(st.integers(1, n - 1)), draw(st.integers(-n, n)), draw(st.booleans()))
+            steps.append(phase)
+            continue
         start = sorted(held)
         step = []
         for _ in range(draw(st.integers(1, 2 * n))):
@@ -39,61 +51,85 @@ def schedules(draw):
     by_rank = [sorted(ch for r, ch in held if r == rank) for rank in range(n)]
     outputs = tuple(tuple(sorted(draw(st.sets(st.sampled_from(chs), max_size=len(chs))))) if chs else ()
                     for chs in by_rank)
-    return Schedule("random", "random", n, c, tuple(steps), inputs, outputs)
+    return Schedule("random", "random", n, c, steps, inputs, outputs)
 
 
-def _interpret(schedule: Schedule, x: np.ndarray) -> dict:
-    """Each transfer applied one at a time: sends read start-of-step values, reduces add in order.
-
-    Chunks come straight from ``numpy.array_split`` (the layout's definition). Returns the final
-    value of every output slot."""
-    value = {(r, ch): np.array_split(x[r], schedule.num_chunks)[ch].copy()
-             for r, chunks in enumerate(schedule.inputs) for ch in chunks}
-    for step in schedule.steps:
-        before = dict(value)
-        for t in step:
-            sent = before[(t.src, t.chunk)]
-            value[(t.dst, t.chunk)] = value[(t.dst, t.chunk)] + sent if t.reduce else sent.copy()
-    return {(r, ch): value[(r, ch)] for r, chunks in enumerate(schedule.outputs) for ch in chunks}
-
-
-def _same(out, want: dict, num_chunks: int) -> None:
+def _check(schedule, x, out, counts, events, ufunc=np.add):
+    want, sent, received = interpret(schedule, x, ufunc)
+    bounds = chunk_bounds(x.shape[1], schedule.num_chunks)
     for (r, ch), v in want.items():
-        assert (np.array_split(np.asarray(out[r]), num_chunks)[ch] == v).all(), (r, ch)
+        assert np.array_equal(np.asarray(out[r])[bounds[ch]:bounds[ch + 1]], v), (r, ch)
+    assert np.array_equal(counts.per_step_sent, sent) and np.array_equal(counts.per_step_received, received)
+    assert np.array_equal(counts.bytes_sent, sent.sum(0))
+    assert np.array_equal(counts.step_total, sent.sum(1))
+    assert np.array_equal(counts.step_max_sent, sent.max(1, initial=0))
+    if events is not None:
+        assert len(events.step) == sum(len(step) for step in schedule.steps)
+        assert np.array_equal(np.bincount(events.step, events.nbytes, minlength=len(sent)), sent.sum(1))
 
 
 @settings(max_examples=300, deadline=None)
-@given(schedule=schedules(), numel=st.integers(0, 40), seed=st.integers(0, 2**16))
-def test_compiled_plan_matches_the_one_transfer_at_a_time_meaning(schedule, numel, seed):
+@given(schedule=schedules(), numel=st.integers(0, 40), seed=st.integers(0, 2**16), direct=st.booleans(),
+       op=st.sampled_from([np.add, np.maximum]))
+def test_compiled_plan_matches_the_one_transfer_at_a_time_meaning(schedule, numel, seed, direct, op):
     x = np.random.default_rng(seed).integers(-50, 50, size=(schedule.world_size, numel), dtype=np.int64)
+    out = np.full_like(x, 12345)
+    old = plan_module.DIRECT_CHUNK
+    plan_module.DIRECT_CHUNK = 1 if direct else old  # force slice-by-slice steps on small chunks too
+    try:
+        plan = compile_schedule(schedule, numel)
+    finally:
+        plan_module.DIRECT_CHUNK = old
+    counts, events = execute(plan, x, out, op, trace=True)
+    _check(schedule, x, out, counts, events, op)
+
+
+@settings(max_examples=100, deadline=None)
+@given(schedule=schedules(), numel=st.integers(0, 30), seed=st.integers(0, 2**16))
+def test_output_buffer_holding_the_inputs_gives_the_same_result(schedule, numel, seed):
+    """``inputs=None`` (all-gather's path): ``out`` starts as the input and is read where nothing wrote yet."""
+    x = np.random.default_rng(seed).integers(-50, 50, size=(schedule.world_size, numel), dtype=np.int64)
+    out = x.copy()
+    counts, _ = execute(compile_schedule(schedule, numel), None, out, np.add)
+    _check(schedule, x, out, counts, None)
+
+
+def test_every_plan_path_is_reached():
+    """The strategy above reaches each path: ring phases storing and eliding, carries from out, both step kinds."""
+    n = 4
+    every = (tuple(range(n)),) * n
+    steps = [(Transfer(0, 1, 2, True), Transfer(3, 1, 2, True)), RingPhase(2, 1, True), RingPhase(3, 0, False),
+             Step([1, 2], [0, 3], [0, 1], [False, True], [2, 1])]
+    schedule = Schedule("random", "mixed", n, n, steps, every, every)
+    plan = compile_schedule(schedule, 4 * 1000)
+    rings = [p for p in plan.phases if isinstance(p, RingPlan)]
+    segs = [seg for ring in rings for step in ring.steps for seg in step]
+    assert any(s.store for s in segs) and any(not s.store for s in segs)
+    assert any(s.from_out for ring in rings for s in ring.init)
+    x = np.random.default_rng(0).integers(-9, 9, size=(n, 4000))
     out = np.empty_like(x)
-    sent, received, events = execute(compile_schedule(schedule, numel), x, out, np.add, trace=True)
-    _same(out, _interpret(schedule, x), schedule.num_chunks)
-    sizes = np.array([len(a) for a in np.array_split(np.empty(numel), schedule.num_chunks)]) * 8
-    want_sent = np.zeros_like(sent)
-    want_received = np.zeros_like(received)
-    for s, step in enumerate(schedule.steps):
-        for t in step:
-            want_sent[s, t.src] += sizes[t.chunk]
-            want_received[s, t.dst] += sizes[t.chunk]
-    assert (sent == want_sent).all() and (received == want_received).all()
-    assert len(events.step) == sum(len(step) for step in schedule.steps)  # local copies leave no events
+    counts, events = execute(plan, x, out, np.add, trace=True)
+    _check(schedule, x, out, counts, events)
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_torch_tensors_run_the_same_random_plans(seed):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(seed)
-    n, c = 4, 5
-    # a fixed schedule with every feature: in-place reduces, two reduces into one slot, forwarded finals
+    n = 5
+    # a fixed schedule with every feature: two reduces into one slot, forwarded finals, blocks, a ring between
     steps = (
         (Transfer(0, 1, 0, True), Transfer(2, 1, 0, True), Transfer(3, 2, 1, True)),
+        RingPhase(3, 2, True),
         (Transfer(1, 3, 0, True), Transfer(2, 0, 1, False)),
-        (Transfer(3, 0, 0, False), Transfer(0, 1, 1, False), Transfer(3, 2, 0, False)),
+        Step([3, 0], [0, 1], [0, 1], [False, False], [1, 3]),
+        RingPhase(4, 0, False),
         (Transfer(0, 1, 0, False), Transfer(1, 2, 1, True)),
     )
-    schedule = Schedule("random", "fixed", n, c, steps, ((0, 1, 2, 3, 4),) * n, ((0, 1), (0, 1), (0, 1), (0,)))
-    x = rng.integers(-50, 50, size=(n, 23), dtype=np.int64)
-    out = torch.empty(n, 23, dtype=torch.int64)
-    execute(compile_schedule(schedule, 23), torch.from_numpy(x), out, np.add)
-    _same(out.numpy(), _interpret(schedule, x), c)
+    schedule = Schedule("random", "fixed", n, n, steps, ((0, 1, 2, 3, 4),) * n,
+                        ((0, 1), (0, 1), (0, 1), (0,), (2, 3)))
+    for numel in (23, 2):
+        x = rng.integers(-50, 50, size=(n, numel), dtype=np.int64)
+        out = torch.empty(n, numel, dtype=torch.int64)
+        counts, _ = execute(compile_schedule(schedule, numel), torch.from_numpy(x), out, np.add)
+        _check(schedule, x, out.numpy(), counts, None)

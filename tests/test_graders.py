@@ -8,7 +8,7 @@ import pytest
 from ringlab.check import EXERCISES, grade, hint, load
 from ringlab.check.make_exercises import generate, main as make_main, make_stub
 
-from mutant_edits import EDITS, mutated_source  # tests/ is on sys.path (rootdir-relative import mode)
+from mutant_edits import EDITS, SOLUTIONS, mutated_source  # tests/ is on sys.path (rootdir-relative import mode)
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "tests" / "mutants"
@@ -134,3 +134,22 @@ def test_hints_are_graded_and_bounded():
 def test_loading_a_non_python_file_is_a_clear_error():
     with pytest.raises(ValueError, match="not a Python file"):
         load("ex01", ROOT / "README.md")
+
+
+def test_numbers_follow_one_rule_across_graders(tmp_path):
+    """37 and 37.0 are the same answer everywhere: ex12 takes ints for float metrics, ex08 floats for byte counts."""
+    from ringlab.check.loader import load
+
+    src = (SOLUTIONS / "ex12_smi_row_parser.py").read_text()
+    ints = src.replace("row[key] = float(match.group(1)) if match else None",
+                       "row[key] = (int(float(match.group(1))) if float(match.group(1)).is_integer() "
+                       "else float(match.group(1))) if match else None")
+    assert ints != src
+    path = tmp_path / "ex12_ints.py"
+    path.write_text(ints)
+    assert grade("ex12", load("ex12", path)).status == "passed"
+    kv = (SOLUTIONS / "ex08_kv_cache.py").read_text().replace("return per_token * held * batch_size",
+                                                               "return float(per_token * held * batch_size)")
+    path = tmp_path / "ex08_float.py"
+    path.write_text(kv)
+    assert grade("ex08", load("ex08", path)).status == "passed"

@@ -1,6 +1,7 @@
 """verify on real gradients, the reference error bounds, and the CLI's exit codes."""
 
 import json
+import re
 
 import ml_dtypes
 import numpy as np
@@ -121,3 +122,35 @@ def test_calc_comm_params_in_billions(capsys):
 
     assert calc_main(["comm", "--strategy", "ddp", "--params", "7B", "--world-size", "64", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n_params"] == 7_000_000_000
+
+
+def test_table_without_errors_is_the_full_table_less_its_error_magnitudes():
+    report = verify([1, 2, 5], input="gradients")
+    full, short = report.table().splitlines(), report.table(errors=False).splitlines()
+    assert "max abs err" in full[1] and "max abs err" not in short[1] and short[1].endswith("vs full batch")
+    col = re.split(r"\s{2,}", full[1].strip()).index("max abs err")
+    for got, want in zip(short[3:-1], full[3:-1]):  # one row per world size
+        want = re.split(r"\s{2,}", want.strip())
+        want = want[:col] + want[col + 1:-1] + [want[-1].split()[-1]]  # "2.4e-07 ok" -> "ok"
+        assert re.split(r"\s{2,}", got.strip()) == want
+    assert short[-1] == full[-1] == "ALL CHECKS PASSED: 3/3 world sizes"
+    assert not re.search(r"\d\.\d+e[-+]\d\d", report.table(errors=False))
+
+
+def test_seeded_parameters_follow_torch_linear_bounds_and_keep_constants():
+    torch = pytest.importorskip("torch")
+    from ringlab.sim.gradients import seeded_parameters_
+
+    model = torch.nn.Sequential(torch.nn.Linear(50, 8), torch.nn.LayerNorm(8), torch.nn.Linear(8, 3))
+    seeded_parameters_(model, 5)
+    w1, b1, g, beta, w2, b2 = (p.detach().numpy() for p in model.parameters())
+    assert np.abs(w1).max() <= 50**-0.5 and np.abs(b1).max() <= 50**-0.5 and np.abs(w1).max() > 0.9 * 50**-0.5
+    assert np.abs(w2).max() <= 8**-0.5 and np.abs(b2).max() <= 8**-0.5
+    assert (g == 1).all() and (beta == 0).all()  # LayerNorm's constant init is kept
+    again = torch.nn.Sequential(torch.nn.Linear(50, 8), torch.nn.LayerNorm(8), torch.nn.Linear(8, 3))
+    seeded_parameters_(again, 5)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))
+    norm = torch.nn.LayerNorm(4)
+    torch.nn.init.uniform_(norm.weight)  # random now, with no weight matrix before it to take a bound from
+    with pytest.raises(ValueError, match="follows no weight"):
+        seeded_parameters_(norm, 0)

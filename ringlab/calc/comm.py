@@ -7,9 +7,11 @@ API
                   grad_accum_steps=1, reshard_after_forward=None, no_sync=True,
                   optimizer_bytes_per_param=12)``  -> ``GradComm``
 ``GradComm.bytes_sent_per_rank`` int; ``.breakdown`` tuple of ``CollectiveCall``; ``.memory``
-``ModelStateMemory``; ``.time(link, inter_node_link=None)`` seconds; ``.summary()`` text
+``ModelStateMemory``; ``.time(link, inter_node_link=None)`` seconds; ``.time_on_cluster(cluster)``
+seconds on a ``ringlab.topology`` cluster (rings per group, on NVLink and the rails); ``.summary()`` text
 ``ring_bytes_per_rank(collective, numel, world_size, itemsize)``  busiest rank's bytes for one ring collective
-``bus_bandwidth(collective, message_bytes, seconds, world_size)``  nccl-tests' busbw
+``bus_bandwidth(collective, message_bytes, seconds, world_size)``  nccl-tests' busbw for all six
+                                  collectives: ``ringlab.collectives.cost.busbw``, re-exported (one definition)
 
 Conventions
 -----------
@@ -49,7 +51,9 @@ import difflib
 import math
 from dataclasses import dataclass
 
+from ringlab.calc.parsing import check_bool
 from ringlab.calc.units import canonical_dtype, dtype_bytes, format_bytes, positive_int
+from ringlab.collectives.cost import busbw as bus_bandwidth  # noqa: F401  (re-exported: calc's name for it)
 
 STRATEGIES = ("ddp", "zero1", "zero2", "fsdp_shard_grad_op", "fsdp_full_shard", "zero3", "hybrid_shard")
 _ALIASES = {"zero3": "fsdp_full_shard", "full_shard": "fsdp_full_shard", "shard_grad_op": "fsdp_shard_grad_op",
@@ -74,17 +78,6 @@ def ring_bytes_per_rank(collective: str, numel: int, world_size: int, itemsize: 
         return itemsize * (numel - q)
     smallest_adjacent_pair = 2 * q if n - rem >= 2 else 2 * q + 1
     return itemsize * (2 * numel - smallest_adjacent_pair)
-
-
-def bus_bandwidth(collective: str, message_bytes: float, seconds: float, world_size: int) -> float:
-    """nccl-tests' bus bandwidth (bytes/s): algbw = message_bytes / seconds, times 2(N-1)/N for
-    all_reduce and (N-1)/N for reduce_scatter / all_gather (PERFORMANCE.md of nccl-tests), so a
-    ring running at link speed shows busbw = link bandwidth whatever N is."""
-    if collective not in _COLLECTIVE_FACTOR:
-        raise ValueError(f"collective must be one of {', '.join(_COLLECTIVE_FACTOR)}, got {collective!r}")
-    if seconds <= 0:
-        raise ValueError(f"seconds must be positive, got {seconds}")
-    return message_bytes / seconds * _COLLECTIVE_FACTOR[collective] * (world_size - 1) / world_size
 
 
 @dataclass(frozen=True)
@@ -147,9 +140,42 @@ class GradComm:
         used for hybrid_shard's inter-node all_reduce. Each call costs
         ``ring_steps x alpha + bytes_sent / bandwidth``; no overlap with compute is assumed.
         """
+        return self._time(lambda call: inter_node_link if (call.group == "inter-node" and inter_node_link is not None)
+                          else link)
+
+    def time_on_cluster(self, cluster, protocol: str | None = None) -> float:
+        """Seconds of communication per step on a :class:`ringlab.topology.Cluster` of ``world_size`` GPUs.
+
+        Each collective runs as NCCL-style rings over the GPUs of its group (:func:`ringlab.topology.timing.ring_link`):
+        "world" over the whole cluster (channels leave every node on all its rails), "intra-node" inside
+        one NVLink domain, "inter-node" (hybrid_shard's replicas) on one rail, every GPU's rail at once.
+        Same arithmetic as :meth:`time`; no overlap with compute. Raises ValueError when the cluster's
+        shape does not match ``world_size`` (or hybrid_shard's ``gpus_per_node``).
+        """
+        from ringlab.topology.timing import group_cluster, rail_cluster, ring_link
+
+        if cluster.world_size != self.world_size:
+            raise ValueError(f"world_size {self.world_size} differs from the cluster's {cluster.nodes} x "
+                             f"{cluster.gpus_per_node} = {cluster.world_size} GPUs")
+        links = {}
+
+        def link_for(call: CollectiveCall):
+            key = (call.group, call.collective)
+            if key not in links:
+                if call.group == "intra-node" and call.group_size != cluster.gpus_per_node:
+                    raise ValueError(f"hybrid_shard shards over {call.group_size} GPUs but a node of {cluster.name} "
+                                     f"has {cluster.gpus_per_node}")
+                sub = {"world": cluster, "intra-node": group_cluster(cluster, call.group_size),
+                       "inter-node": rail_cluster(cluster)}[call.group]
+                links[key] = ring_link(sub, call.collective, protocol)
+            return links[key]
+
+        return self._time(link_for)
+
+    def _time(self, link_for) -> float:
         total = 0.0
         for call in self.breakdown:
-            lk = inter_node_link if (call.group == "inter-node" and inter_node_link is not None) else link
+            lk = link_for(call)
             try:
                 alpha, bandwidth = float(lk.alpha), float(lk.bandwidth)
             except AttributeError:
@@ -215,6 +241,9 @@ def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = 
     n_params = positive_int(n_params, "n_params")
     n = positive_int(world_size, "world_size")
     k = positive_int(grad_accum_steps, "grad_accum_steps")
+    no_sync = check_bool(no_sync, "no_sync")
+    if reshard_after_forward is not None:
+        reshard_after_forward = check_bool(reshard_after_forward, "reshard_after_forward")
     if optimizer_bytes_per_param < 0:
         raise ValueError(f"optimizer_bytes_per_param must be >= 0, got {optimizer_bytes_per_param}")
     dt = canonical_dtype(dtype)

@@ -35,8 +35,8 @@ Conventions
   use the active parameters (k experts per token) whatever B.
 - Tensor parallelism over ``tp`` GPUs (Megatron-LM, Shoeybi et al. 2019): weights, KV heads
   and FLOPs split tp ways (KV heads are replicated when tp > num_key_value_heads, as vLLM
-  does); each layer adds 2 all-reduces (after attention and after the MLP) of batch x
-  hidden_size activations in ``dtype``, each costing 2(tp-1) alpha + 2(tp-1)/tp x bytes /
+  does); each mixer and each FFN adds one all-reduce (2 per layer of a plain transformer; 1 per
+  block of Nemotron-H, none for a no-op block) of batch x hidden_size activations in ``dtype``, each costing 2(tp-1) alpha + 2(tp-1)/tp x bytes /
   bandwidth (ring all-reduce, Patarasuk & Yuan 2009), not overlapped with compute.
 - Memory: weights (all parameters, ``dtype``) + KV of all sequences must fit in
   ``memory_fraction`` x the datasheet memory (decimal bytes); the default 0.9 is vLLM's
@@ -54,7 +54,7 @@ from typing import Protocol
 import numpy as np
 
 from ringlab.calc.hardware import Hardware, get_hardware, peak_flops
-from ringlab.calc.kvcache import _layer_groups, kv_cache_bytes
+from ringlab.calc.kvcache import kv_cache_bytes
 from ringlab.calc.models import ModelConfig, get_model
 from ringlab.calc.roofline import attention_decode_cost, check_number
 from ringlab.calc.units import canonical_dtype, dtype_bytes, format_bytes
@@ -177,21 +177,23 @@ def _resolve_link(hw: Hardware, tp: int, link: Link | None) -> Link | None:
     return link
 
 
-def _attended_tokens(model: ModelConfig, context_len: int) -> int:
-    """Cached tokens read per sequence, summed over layers (sliding-window layers see at most the window)."""
-    full, windowed = _layer_groups(model)
-    if not windowed:
-        return full * context_len
-    return full * context_len + windowed * min(context_len, model.sliding_window)
-
-
 def _attention_flops_per_sequence(model: ModelConfig, context_len: int) -> int:
-    tokens = _attended_tokens(model, context_len)
-    if model.uses_mla:
-        per_head = 2 * (model.kv_lora_rank + model.qk_rope_head_dim) + 2 * model.kv_lora_rank
-        return model.num_attention_heads * per_head * tokens
-    return attention_decode_cost(1, tokens, model.num_attention_heads, model.num_key_value_heads,
-                                 model.head_dim)[0]
+    """Attention FLOPs of one new token, summed over the layers that attend (each over the tokens it holds)."""
+    heads, flops = model.num_attention_heads, 0
+    for layer in model.layers:
+        tokens = layer.held_tokens(context_len)
+        if layer.mixer == "mla":
+            flops += heads * (2 * (model.kv_lora_rank + model.qk_rope_head_dim) + 2 * model.kv_lora_rank) * tokens
+        elif layer.caches_kv and layer.k_head_dim == layer.v_head_dim:
+            flops += attention_decode_cost(1, tokens, heads, layer.kv_heads, layer.k_head_dim)[0]
+        elif layer.caches_kv:  # q.K^T over K's head size, the weighted sum over V's
+            flops += 2 * heads * (layer.k_head_dim + layer.v_head_dim) * tokens
+    return flops
+
+
+def _tp_all_reduces(model: ModelConfig) -> int:
+    """All-reduces per step under Megatron TP: one after each mixer and one after each FFN that is split."""
+    return sum((layer.mixer != "none") + (layer.ffn != "none") for layer in model.layers)
 
 
 def _matmul_params(model: ModelConfig) -> int:
@@ -253,7 +255,7 @@ def decode_step(model: str | ModelConfig, hardware: str | Hardware, batch_size, 
     else:
         message = batch * model.hidden_size * float(width)
         one = 2 * (tp - 1) * link.alpha + 2 * (tp - 1) / tp * message / link.bandwidth
-        comm_time = 2 * model.num_hidden_layers * one
+        comm_time = _tp_all_reduces(model) * one
     step = np.maximum(memory_time, compute_time) + comm_time
     capacity = memory_fraction * hw.memory
     out = dict(

@@ -1,12 +1,15 @@
-"""Transformer model presets with Hugging Face ``config.json`` field names, and parameter counts.
+"""Transformer model presets with Hugging Face ``config.json`` field names, per-layer structure and
+parameter counts.
 
 API
 ---
 ``ModelConfig``                       frozen dataclass; fields named as in HF config.json
 ``ModelConfig.from_hf_config(src)``   parse a config.json path or an already-loaded dict
+                                      (:mod:`ringlab.calc.hf_config` does the reading)
+``model.layers``                      tuple of :class:`~ringlab.calc.layers.LayerSpec`, one per layer
 ``MODELS[name]``                      presets: llama-2-7b/13b/70b, llama-3-8b/70b, llama-3.1-405b,
                                       mistral-7b, mixtral-8x7b, qwen2-72b, deepseek-v3, falcon-7b,
-                                      falcon-40b
+                                      falcon-40b, gemma-2-9b, gpt-oss-20b, nemotron-h-56b
 ``get_model(name_or_obj_or_path)``    preset name, ``ModelConfig``, or a path to a config.json
 ``model.param_count()``               total parameters (tied embeddings counted once)
 ``model.active_param_count()``        parameters used per token (MoE: routed top-k + shared experts)
@@ -15,45 +18,53 @@ API
 
 Every preset is written as the config.json dict of its Hugging Face repository (only the fields
 that matter here) and parsed by ``from_hf_config``, so presets and real files share one code path.
-
-Parameter counting (what the ``transformers`` modules of each model_type allocate):
-- embeddings ``vocab_size x hidden_size``; LM head the same again unless ``tie_word_embeddings``;
-- attention ``hidden x (heads + 2 kv_heads) x head_dim`` for Q, K, V plus ``heads x head_dim x
-  hidden`` for the output projection (+ Q/K/V biases when ``attention_bias``, e.g. Qwen2);
-  MLA (DeepSeek-V2/V3): q_a, q_b, kv_a_with_mqa, kv_b, o projections and the two latent RMSNorms;
-- MLP ``3 x hidden x intermediate`` (gated SwiGLU: gate, up, down) or ``2 x`` (Falcon's GELU MLP);
-  MoE layers: router ``hidden x experts`` + every expert (total) or the top-k + shared (active);
-- norms: RMSNorm ``hidden`` (weight), LayerNorm ``2 x hidden`` (weight and bias), per layer and final.
+How parameters are counted is in :mod:`ringlab.calc.params`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ringlab.calc.layers import FFNS, MIXERS, LayerSpec, MambaSpec
 from ringlab.calc.units import dtype_bytes
-
-_FALCON_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A decoder-only transformer, described with Hugging Face config.json field names.
+    """A decoder-only language model, described with Hugging Face config.json field names.
 
-    ``sliding_window`` is None when disabled (``use_sliding_window: false`` in Qwen2 configs) and
-    applies to layers with index >= ``max_window_layers`` (Qwen2's convention; None = every layer).
-    MoE: ``num_local_experts`` (Mixtral) or ``n_routed_experts`` (DeepSeek), ``num_experts_per_tok``,
-    ``n_shared_experts``, ``moe_intermediate_size`` (expert FFN width; None = ``intermediate_size``),
-    ``first_k_dense_replace`` (leading dense layers). MLA: ``kv_lora_rank``, ``q_lora_rank``,
-    ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``. ``num_nextn_predict_layers``:
-    DeepSeek-V3's multi-token-prediction modules (excluded from ``param_count`` by default).
-    Architecture switches: ``mlp_gated`` (SwiGLU vs plain 2-matrix MLP), ``attention_bias``,
-    ``parallel_attn`` (Falcon), ``norm_type`` ("rmsnorm" | "layernorm"), ``norms_per_layer``.
+    Uniform fields describe a typical layer; the per-layer tuples, when set, say how each layer
+    differs, and :attr:`layers` combines the two:
+
+    - ``layer_types``: each layer's mixer (``ringlab.calc.layers.MIXERS``); None = every layer
+      ``full`` (``mla`` with ``kv_lora_rank``), except that ``sliding_window`` windows layers
+      with index >= ``max_window_layers`` (Qwen2's rule; None = every layer, as Mistral v0.1).
+    - ``mlp_types``: each layer's FFN (``FFNS``); None = ``moe`` from ``first_k_dense_replace`` on
+      for an MoE model, else ``dense``.
+    - ``layer_kv_heads`` / ``layer_intermediate``: per-layer KV heads and dense FFN widths
+      (Nemotron-NAS blocks).
+
+    Attention: ``head_dim`` is the K (and Q) head size; ``v_head_dim`` the V head size when it
+    differs (MLA: the V head size of the decompressed heads); ``attention_chunk_size`` the chunk
+    of ``chunked`` layers. MoE: ``num_local_experts`` (Mixtral) or ``n_routed_experts``
+    (DeepSeek), ``num_experts_per_tok``, ``n_shared_experts`` (of width
+    ``moe_intermediate_size``) or ``shared_expert_intermediate_size`` (Qwen2-MoE, with
+    ``shared_expert_gate``), ``moe_intermediate_size`` (expert width; None = ``intermediate_size``).
+    MLA: ``kv_lora_rank``, ``q_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``.
+    ``num_nextn_predict_layers``: DeepSeek-V3's multi-token-prediction modules (excluded from
+    ``param_count`` by default). Layout switches used by :mod:`ringlab.calc.params`:
+    ``mlp_gated``, ``mlp_bias``, ``attention_bias`` (Q/K/V), ``attention_out_bias``,
+    ``qk_norm`` ("head" | "full"), ``attention_sinks``, ``expert_bias``, ``router_bias``,
+    ``lm_head_bias``, ``position_embeddings`` (learned positions, rows), ``parallel_attn``,
+    ``norm_type`` ("rmsnorm" | "layernorm"), ``norms_per_layer``, ``mamba``.
+    ``params_unsupported`` names a layout whose parameters are not modelled (KV still is);
+    ``notes`` say what was left out (a vision tower, say).
     """
 
     name: str
@@ -69,11 +80,18 @@ class ModelConfig:
     max_position_embeddings: int | None = None
     sliding_window: int | None = None
     max_window_layers: int | None = None
+    layer_types: tuple[str, ...] | None = None
+    mlp_types: tuple[str, ...] | None = None
+    layer_kv_heads: tuple[int, ...] | None = None
+    layer_intermediate: tuple[int, ...] | None = None
+    attention_chunk_size: int | None = None
     num_local_experts: int | None = None
     n_routed_experts: int | None = None
     num_experts_per_tok: int | None = None
     n_shared_experts: int | None = None
     moe_intermediate_size: int | None = None
+    shared_expert_intermediate_size: int | None = None
+    shared_expert_gate: bool = False
     first_k_dense_replace: int = 0
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
@@ -82,10 +100,21 @@ class ModelConfig:
     v_head_dim: int | None = None
     num_nextn_predict_layers: int = 0
     mlp_gated: bool = True
+    mlp_bias: bool = False
     attention_bias: bool = False
+    attention_out_bias: bool = False
+    qk_norm: str | None = None
+    attention_sinks: bool = False
+    expert_bias: bool = False
+    router_bias: bool = False
+    lm_head_bias: bool = False
+    position_embeddings: int = 0
     parallel_attn: bool = False
     norm_type: str = "rmsnorm"
     norms_per_layer: int = 2
+    mamba: MambaSpec | None = None
+    params_unsupported: str = ""
+    notes: tuple[str, ...] = ()
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -97,19 +126,75 @@ class ModelConfig:
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(f"{self.name}: num_attention_heads ({self.num_attention_heads}) must be a multiple "
                              f"of num_key_value_heads ({self.num_key_value_heads})")
-        if self.sliding_window is not None and self.sliding_window <= 0:
-            raise ValueError(f"{self.name}: sliding_window must be positive or None, got {self.sliding_window}")
+        for f in ("sliding_window", "attention_chunk_size"):
+            v = getattr(self, f)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+                raise ValueError(f"{self.name}: {f} must be a positive int or None, got {v!r}")
         if self.norm_type not in ("rmsnorm", "layernorm"):
             raise ValueError(f"{self.name}: norm_type must be 'rmsnorm' or 'layernorm', got {self.norm_type!r}")
         if self.is_moe and not self.num_experts_per_tok:
             raise ValueError(f"{self.name}: an MoE model needs num_experts_per_tok")
         if self.uses_mla and None in (self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim):
             raise ValueError(f"{self.name}: MLA (kv_lora_rank) needs qk_rope_head_dim, qk_nope_head_dim, v_head_dim")
+        if not 0 <= self.first_k_dense_replace <= self.num_hidden_layers:
+            raise ValueError(f"{self.name}: first_k_dense_replace ({self.first_k_dense_replace}) must be in "
+                             f"0..num_hidden_layers ({self.num_hidden_layers})")
+        for f, allowed in (("layer_types", MIXERS), ("mlp_types", FFNS)):
+            kinds = getattr(self, f)
+            if kinds is None:
+                continue
+            if len(kinds) != self.num_hidden_layers:
+                raise ValueError(f"{self.name}: {f} has {len(kinds)} entries for {self.num_hidden_layers} layers")
+            bad = sorted(set(kinds) - set(allowed))
+            if bad:
+                raise ValueError(f"{self.name}: {f} has unknown kinds {bad}; accepted: {', '.join(allowed)}")
+        for f in ("layer_kv_heads", "layer_intermediate"):
+            values = getattr(self, f)
+            if values is not None and len(values) != self.num_hidden_layers:
+                raise ValueError(f"{self.name}: {f} has {len(values)} entries for {self.num_hidden_layers} layers")
+        windowed = [k for k in (self.layer_types or ()) if k in ("sliding", "chunked")]
+        if "sliding" in windowed and self.sliding_window is None:
+            raise ValueError(f"{self.name}: sliding layers need sliding_window")
+        if "chunked" in windowed and self.attention_chunk_size is None:
+            raise ValueError(f"{self.name}: chunked layers need attention_chunk_size")
+
+    # ---- per-layer structure --------------------------------------------------------------
+    @cached_property
+    def layers(self) -> tuple[LayerSpec, ...]:
+        """One :class:`~ringlab.calc.layers.LayerSpec` per layer, from the uniform and per-layer fields."""
+        out = []
+        for i in range(self.num_hidden_layers):
+            mixer = self.layer_types[i] if self.layer_types else self._default_mixer(i)
+            if mixer == "full" and self.uses_mla:
+                mixer = "mla"
+            window = {"sliding": self.sliding_window, "chunked": self.attention_chunk_size}.get(mixer)
+            if mixer == "mla":
+                kv, k_dim, v_dim = 1, self.kv_lora_rank + self.qk_rope_head_dim, 0
+            elif mixer in ("full", "sliding", "chunked"):
+                kv = self.layer_kv_heads[i] if self.layer_kv_heads else self.num_key_value_heads
+                k_dim, v_dim = self.head_dim, self.v_head_dim or self.head_dim
+            else:
+                kv, k_dim, v_dim = 0, 0, 0
+            ffn = self.mlp_types[i] if self.mlp_types else (
+                "moe" if self.is_moe and i >= self.first_k_dense_replace else "dense")
+            width = {"dense": self.layer_intermediate[i] if self.layer_intermediate else self.intermediate_size,
+                     "moe": self.expert_intermediate_size}.get(ffn, 0)
+            out.append(LayerSpec(i, mixer, window, kv, k_dim, v_dim, ffn, width))
+        return tuple(out)
+
+    def _default_mixer(self, i: int) -> str:
+        if self.sliding_window is not None and (self.max_window_layers is None or i >= self.max_window_layers):
+            return "sliding"
+        return "full"
+
+    def count_layers(self, *mixers: str) -> int:
+        """How many layers have one of ``mixers`` (e.g. ``count_layers("full", "mla")``)."""
+        return sum(layer.mixer in mixers for layer in self.layers)
 
     # ---- derived properties -------------------------------------------------------------
     @property
     def kv_heads(self) -> int:
-        """KV heads per layer (``num_key_value_heads``): 1 = MQA, < heads = GQA, = heads = MHA."""
+        """KV heads of a typical layer (``num_key_value_heads``): 1 = MQA, < heads = GQA, = heads = MHA."""
         return self.num_key_value_heads
 
     @property
@@ -127,74 +212,38 @@ class ModelConfig:
         return self.kv_lora_rank is not None
 
     @property
+    def is_hybrid(self) -> bool:
+        """Some layers cache KV and some do not (Mamba/attention hybrids, pruned blocks)."""
+        kinds = {layer.caches_kv for layer in self.layers}
+        return kinds == {True, False}
+
+    @property
     def expert_intermediate_size(self) -> int:
         return self.moe_intermediate_size or self.intermediate_size
 
     @property
     def num_moe_layers(self) -> int:
-        return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
+        return sum(layer.ffn == "moe" for layer in self.layers)
 
-    # ---- parameter counts ---------------------------------------------------------------
-    def _norm(self, width: int) -> int:
-        return width * (2 if self.norm_type == "layernorm" else 1)
-
-    def _attention_params(self) -> int:
-        h, heads = self.hidden_size, self.num_attention_heads
-        if self.uses_mla:
-            qk_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
-            if self.q_lora_rank:  # q_a_proj, q_a_layernorm, q_b_proj
-                q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * heads * qk_dim
-            else:
-                q = h * heads * qk_dim
-            kv = (h * (self.kv_lora_rank + self.qk_rope_head_dim)  # kv_a_proj_with_mqa
-                  + self.kv_lora_rank  # kv_a_layernorm
-                  + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim))  # kv_b_proj
-            return q + kv + heads * self.v_head_dim * h
-        qkv_out = (heads + 2 * self.num_key_value_heads) * self.head_dim
-        bias = qkv_out if self.attention_bias else 0
-        return h * qkv_out + bias + heads * self.head_dim * h
-
-    def _mlp_params(self, width: int) -> int:
-        return (3 if self.mlp_gated else 2) * self.hidden_size * width
-
-    def _layer_params(self, moe: bool, active: bool) -> int:
-        """One decoder layer; for an MoE layer count every expert, or only the routed top-k if active."""
-        n = self._attention_params() + self.norms_per_layer * self._norm(self.hidden_size)
-        if not moe:
-            return n + self._mlp_params(self.intermediate_size)
-        routed = self.num_experts_per_tok if active else self.num_experts
-        experts = routed + (self.n_shared_experts or 0)
-        # Router weight (hidden x experts). DeepSeek-V3's 256-entry score-correction bias is ignored (< 1e-7).
-        return n + self.hidden_size * self.num_experts + experts * self._mlp_params(self.expert_intermediate_size)
-
-    def _count(self, active: bool, include_mtp: bool) -> int:
-        embed = self.vocab_size * self.hidden_size
-        total = embed * (1 if self.tie_word_embeddings else 2) + self._norm(self.hidden_size)
-        dense_layers = self.num_hidden_layers - self.num_moe_layers
-        total += dense_layers * self._layer_params(False, active)
-        if self.is_moe:
-            total += self.num_moe_layers * self._layer_params(True, active)
-        if include_mtp and self.num_nextn_predict_layers:
-            # DeepSeek-V3 checkpoint layer 61: one MoE layer, enorm + hnorm, eh_proj (2h -> h),
-            # shared_head.norm, and its own stored copies of embed_tokens and shared_head.head.
-            h = self.hidden_size
-            mtp = self._layer_params(True, active) + 3 * self._norm(h) + 2 * h * h + 2 * embed
-            total += self.num_nextn_predict_layers * mtp
-        return total
-
+    # ---- parameter counts (ringlab.calc.params) ----------------------------------------
     def param_count(self, include_mtp: bool = False) -> int:
         """Total parameters (int); tied input/output embeddings counted once.
 
         ``include_mtp=True`` adds DeepSeek-V3's multi-token-prediction weights as stored in the HF
-        checkpoint (671B -> ~685B); the 671B the model card reports excludes them.
+        checkpoint (671B -> ~685B); the 671B the model card reports excludes them. Raises
+        ValueError when ``params_unsupported`` names a layout that is not modelled.
         """
-        return self._count(active=False, include_mtp=include_mtp)
+        from ringlab.calc.params import count_params
+
+        return count_params(self, active=False, include_mtp=include_mtp)
 
     def active_param_count(self) -> int:
         """Parameters touched per token: dense models = ``param_count()``; MoE: attention, norms,
         embeddings and LM head, dense layers, router, shared experts and ``num_experts_per_tok``
         routed experts per MoE layer (the model cards' "activated parameters")."""
-        return self._count(active=True, include_mtp=False)
+        from ringlab.calc.params import count_params
+
+        return count_params(self, active=True, include_mtp=False)
 
     def weight_bytes(self, dtype: str = "bf16") -> int:
         """Bytes of all weights stored in ``dtype`` (``param_count() x dtype_bytes``), an int."""
@@ -210,103 +259,13 @@ class ModelConfig:
                        ) -> ModelConfig:
         """Build a ``ModelConfig`` from a Hugging Face config.json (path, or a dict already loaded).
 
-        Handles: missing ``head_dim`` (= hidden_size // num_attention_heads; MLA: qk_nope + qk_rope);
-        missing ``num_key_value_heads`` (= num_attention_heads, i.e. MHA); ``use_sliding_window:
-        false`` (Qwen2) -> ``sliding_window=None`` whatever its value; Falcon (``model_type`` falcon /
-        RefinedWeb*, old ``n_layer``/``n_head``/``n_head_kv`` keys): KV heads = ``num_kv_heads`` when
-        ``new_decoder_architecture`` (or when not ``multi_query``), else 1 (MQA), as transformers'
-        FalconAttention does; non-gated 4x MLP (``ffn_hidden_size``), LayerNorm with bias, tied
-        embeddings, 1 norm per layer for the parallel-attention 7B layout and 2 for the new one;
-        DeepSeek-V2/V3 MLA and MoE fields. Raises ValueError naming a missing or invalid field,
-        and for MoE layouts it does not model (Qwen2-MoE's ``shared_expert_intermediate_size``).
+        See :func:`ringlab.calc.hf_config.parse_hf_config` for the layouts read, the defaults
+        applied and the errors raised (ValueError naming the file and field; TypeError for a
+        ``src`` that is neither a path nor a dict).
         """
-        if isinstance(src, dict):
-            cfg, where = src, "config dict"
-        elif isinstance(src, (str, os.PathLike)):
-            path = Path(src)
-            if not path.is_file():
-                raise ValueError(f"config.json not found: {str(path)!r}")
-            try:
-                cfg = json.loads(path.read_text())
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: not valid JSON ({e})") from None
-            where = str(path)
-            name = name or (path.parent.name if path.name == "config.json" else path.stem)
-        else:
-            raise TypeError(f"from_hf_config takes a path or a dict, got {type(src).__name__}")
-        if not isinstance(cfg, dict):
-            raise ValueError(f"{where}: expected a JSON object")
-        if "shared_expert_intermediate_size" in cfg or "num_experts" in cfg:
-            raise ValueError(f"{where}: this MoE layout (num_experts / shared_expert_intermediate_size, e.g. "
-                             "Qwen2-MoE) is not modelled; supported: Mixtral and DeepSeek-style MoE")
+        from ringlab.calc.hf_config import parse_hf_config
 
-        model_type = cfg.get("model_type", "llama")
-        falcon = model_type in _FALCON_TYPES
-
-        def get(key: str, *aliases: str, default: Any = ..., required: bool = True) -> Any:
-            for k in (key, *aliases):
-                if cfg.get(k) is not None:
-                    return cfg[k]
-            if default is not ... or not required:
-                return None if default is ... else default
-            raise ValueError(f"{where}: missing required field {key!r}")
-
-        hidden = get("hidden_size", "n_embed", "d_model")
-        heads = get("num_attention_heads", "n_head")
-        layers = get("num_hidden_layers", "n_layer")
-        kv_lora_rank = get("kv_lora_rank", required=False)
-        fields: dict[str, Any] = dict(
-            name=name or cfg.get("_name_or_path") or model_type,
-            model_type=model_type, num_hidden_layers=layers, num_attention_heads=heads,
-            hidden_size=hidden, vocab_size=get("vocab_size"),
-            max_position_embeddings=get("max_position_embeddings", required=False),
-            source=source or where,
-        )
-        if falcon:
-            new_arch = bool(cfg.get("new_decoder_architecture", False))
-            multi_query = bool(cfg.get("multi_query", True))
-            parallel = bool(cfg.get("parallel_attn", True))
-            kv = get("num_kv_heads", "n_head_kv", default=heads) if (new_arch or not multi_query) else 1
-            fields.update(
-                num_key_value_heads=kv, intermediate_size=get("ffn_hidden_size", default=4 * hidden),
-                tie_word_embeddings=cfg.get("tie_word_embeddings", True), mlp_gated=False,
-                attention_bias=bool(cfg.get("bias", False)), parallel_attn=parallel, norm_type="layernorm",
-                norms_per_layer=(cfg.get("num_ln_in_parallel_attn") or 2) if new_arch else (1 if parallel else 2),
-            )
-        else:
-            fields.update(
-                num_key_value_heads=get("num_key_value_heads", default=heads),
-                intermediate_size=get("intermediate_size"),
-                tie_word_embeddings=cfg.get("tie_word_embeddings", False),
-                attention_bias=cfg.get("attention_bias", model_type == "qwen2"),  # Qwen2 always has QKV bias
-            )
-        head_dim = cfg.get("head_dim")
-        if head_dim is None and kv_lora_rank is not None:
-            head_dim = get("qk_nope_head_dim") + get("qk_rope_head_dim")
-        if head_dim is None:
-            if hidden % heads:
-                raise ValueError(f"{where}: no head_dim and hidden_size {hidden} is not divisible by "
-                                 f"num_attention_heads {heads}")
-            head_dim = hidden // heads
-        fields["head_dim"] = head_dim
-
-        window = cfg.get("sliding_window")
-        if cfg.get("use_sliding_window") is False:
-            window = None
-        fields["sliding_window"] = window
-        if window is not None and cfg.get("use_sliding_window"):
-            fields["max_window_layers"] = cfg.get("max_window_layers")
-
-        for key in ("num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
-                    "moe_intermediate_size", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-                    "v_head_dim"):
-            fields[key] = cfg.get(key)
-        fields["kv_lora_rank"] = kv_lora_rank
-        fields["first_k_dense_replace"] = cfg.get("first_k_dense_replace") or 0
-        fields["num_nextn_predict_layers"] = cfg.get("num_nextn_predict_layers") or 0
-        if cfg.get("moe_layer_freq", 1) != 1:
-            raise ValueError(f"{where}: moe_layer_freq != 1 is not modelled")
-        return cls(**fields)
+        return cls(**parse_hf_config(src, name=name, source=source))
 
 
 def _hf(repo: str) -> str:
@@ -359,6 +318,19 @@ _PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "falcon-40b": ("tiiuae/falcon-40b", dict(
         model_type="falcon", hidden_size=8192, num_attention_heads=128, num_hidden_layers=60, num_kv_heads=8,
         vocab_size=65024, multi_query=True, new_decoder_architecture=True, parallel_attn=True, bias=False)),
+    "gemma-2-9b": ("google/gemma-2-9b", dict(
+        model_type="gemma2", hidden_size=3584, intermediate_size=14336, num_attention_heads=16, num_hidden_layers=42,
+        num_key_value_heads=8, head_dim=256, vocab_size=256000, max_position_embeddings=8192, sliding_window=4096)),
+    "gpt-oss-20b": ("openai/gpt-oss-20b", dict(
+        model_type="gpt_oss", hidden_size=2880, intermediate_size=2880, num_attention_heads=64, num_hidden_layers=24,
+        num_key_value_heads=8, head_dim=64, vocab_size=201088, max_position_embeddings=131072, sliding_window=128,
+        num_local_experts=32, num_experts_per_tok=4, attention_bias=True, tie_word_embeddings=False)),
+    "nemotron-h-56b": ("nvidia/Nemotron-H-56B-Base-8K", dict(
+        model_type="nemotron_h", hidden_size=8192, intermediate_size=32768, num_attention_heads=64,
+        num_hidden_layers=118, num_key_value_heads=8, attention_head_dim=128, vocab_size=131072,
+        max_position_embeddings=8192, hybrid_override_pattern="M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+        mamba_num_heads=256, mamba_head_dim=64, ssm_state_size=256, conv_kernel=4, n_groups=8,
+        tie_word_embeddings=False)),
 }
 
 MODELS: dict[str, ModelConfig] = {

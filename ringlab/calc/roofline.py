@@ -17,6 +17,7 @@ reuse), the same idealisation the roofline itself makes.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -116,10 +117,21 @@ def roofline(flops: float, bytes_moved: float, hardware: str | Hardware, dtype: 
         peak_flops=peak, bandwidth=hw.hbm_bandwidth,
         intensity=flops / bytes_moved if bytes_moved else math.inf,
         ridge_point=peak / hw.hbm_bandwidth,
-        bound="memory" if memory_time > compute_time else "compute",
+        bound=_bound(flops, bytes_moved, peak, hw.hbm_bandwidth),
         memory_time_s=memory_time, compute_time_s=compute_time, time_s=time,
         attainable_flops=attainable, fraction_of_peak=attainable / peak,
     )
+
+
+def _bound(flops: float, bytes_moved: float, peak: float, bandwidth: float) -> str:
+    """``"memory"`` when intensity < ridge, i.e. ``flops * bandwidth < peak * bytes_moved``, compared exactly.
+
+    Fractions of the float inputs decide ties the documented way (at the ridge: compute-bound), which
+    comparing the two rounded times cannot guarantee.
+    """
+    if Fraction(flops) * Fraction(bandwidth) < Fraction(peak) * Fraction(bytes_moved):
+        return "memory"
+    return "compute"
 
 
 def matmul_cost(m: int, n: int, k: int, dtype: str = "bf16") -> tuple[int, int]:

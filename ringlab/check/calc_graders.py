@@ -14,10 +14,8 @@ counted as M, a missing (N-1)/N, num_attention_heads used as KV heads, no factor
 
 from __future__ import annotations
 
-import math
-import numbers
 
-from .engine import CaseFailure, run_grader
+from .engine import CaseFailure, as_number, run_grader
 from .exercise import Exercise
 
 # ---------------------------------------------------------------- ex07: DDP / FSDP traffic per collective
@@ -45,9 +43,7 @@ def _close(a: float, b: float) -> bool:
 
 
 def _number(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise CaseFailure(f"{what} should be a number of bytes, got {value!r}")
-    return float(value)
+    return as_number(value, f"{what} (bytes)")
 
 
 def _missing_message(strategy: str, key: tuple, want: int, factor: int) -> str:
@@ -145,15 +141,19 @@ FALCON_7B_MQA = {"_name_or_path": "tiiuae/falcon-7b", "num_hidden_layers": 32, "
 MISTRAL_7B_V01 = {"_name_or_path": "mistralai/Mistral-7B-v0.1", "num_hidden_layers": 32, "num_attention_heads": 32,
                   "num_key_value_heads": 8, "hidden_size": 4096, "sliding_window": 4096}
 MISTRAL_7B_V02 = {**MISTRAL_7B_V01, "_name_or_path": "mistralai/Mistral-7B-Instruct-v0.2", "sliding_window": None}
+# Qwen/Qwen2-72B sets sliding_window 131072 but use_sliding_window false: the window is off.
+QWEN2_72B = {"_name_or_path": "Qwen/Qwen2-72B", "num_hidden_layers": 80, "num_attention_heads": 64,
+             "num_key_value_heads": 8, "hidden_size": 8192, "sliding_window": 131072, "use_sliding_window": False}
 GEMMA_7B = {"_name_or_path": "google/gemma-7b", "num_hidden_layers": 28, "num_attention_heads": 16,
             "num_key_value_heads": 16, "hidden_size": 3072, "head_dim": 256}
-KV_CONFIGS = (LLAMA_2_70B, LLAMA_3_8B, FALCON_7B_MQA, MISTRAL_7B_V01, MISTRAL_7B_V02, GEMMA_7B)
+KV_CONFIGS = (LLAMA_2_70B, LLAMA_3_8B, FALCON_7B_MQA, MISTRAL_7B_V01, MISTRAL_7B_V02, GEMMA_7B, QWEN2_72B)
 
 
 def _layout(config: dict) -> tuple[int, int, int, int | None]:
-    """(layers, kv_heads, head_dim, window) read from a config dict."""
+    """(layers, kv_heads, head_dim, window) read from a config dict; ``use_sliding_window: false`` turns the window off."""
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    return config["num_hidden_layers"], config["num_key_value_heads"], head_dim, config.get("sliding_window")
+    window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
+    return config["num_hidden_layers"], config["num_key_value_heads"], head_dim, window
 
 
 def expected_kv_bytes(config: dict, tokens: int, batch_size: int, bytes_per_element: int) -> int:
@@ -163,10 +163,22 @@ def expected_kv_bytes(config: dict, tokens: int, batch_size: int, bytes_per_elem
     return 2 * layers * kv * head_dim * bytes_per_element * held * batch_size
 
 
-def _kv_diagnosis(config: dict, tokens: int, batch_size: int, bytes_per_element: int, got: float, want: int) -> str:
+def _kv_diagnosis(config: dict, tokens: int, batch_size: int, bytes_per_element: int, got: float, want: int,
+                  fn=None) -> str:
     layers, kv, head_dim, window = _layout(config)
     heads = config["num_attention_heads"]
     held = tokens if window is None else min(tokens, window)
+    off = config.get("sliding_window")
+    if window is None and off and tokens > off and _close(got, want * off / tokens):
+        return (f"this config sets use_sliding_window = false, so sliding_window = {off} is switched off: every layer "
+                f"keeps all {tokens:,} tokens (expected {want:,} B)")
+    if heads != kv and _close(got, want * heads / kv) and "head_dim" not in config and fn is not None:
+        # head_dim = hidden // num_key_value_heads gives the same ratio: ask again with head_dim spelled out
+        probe = _number(fn({**config, "head_dim": head_dim}, tokens, batch_size, bytes_per_element), "kv_cache_bytes")
+        if _close(probe, want):
+            return (f"head_dim is hidden_size // num_attention_heads = {config['hidden_size']} // {heads} = {head_dim} "
+                    f"when the config has none; dividing by num_key_value_heads ({kv}) makes it {heads // kv}x too "
+                    f"large (expected {want:,} B)")
     if heads != kv and _close(got, want * heads / kv):
         return (f"you used num_attention_heads ({heads}) where num_key_value_heads ({kv}) belongs: the cache holds "
                 f"K and V per KV head, and each KV head serves {heads // kv} query heads, so your answer is "
@@ -194,7 +206,7 @@ def check_kv_cache(fn, config: dict, tokens: int, batch_size: int, bytes_per_ele
     got = _number(fn(dict(config), tokens, batch_size, bytes_per_element), "kv_cache_bytes")
     want = expected_kv_bytes(config, tokens, batch_size, bytes_per_element)
     if not _close(got, want):
-        raise CaseFailure(_kv_diagnosis(config, tokens, batch_size, bytes_per_element, got, want))
+        raise CaseFailure(_kv_diagnosis(config, tokens, batch_size, bytes_per_element, got, want, fn))
 
 
 def kv_cases() -> list[dict]:
@@ -205,6 +217,7 @@ def kv_cases() -> list[dict]:
     return [case(LLAMA_2_70B, 4096, 32), case(LLAMA_3_8B, 8192, 4), case(FALCON_7B_MQA, 2048, 16),
             case(MISTRAL_7B_V01, 10_000, 2), case(MISTRAL_7B_V01, 1000, 3, 1), case(MISTRAL_7B_V01, 4096, 1),
             case(MISTRAL_7B_V01, 4097, 1), case(MISTRAL_7B_V02, 16384, 1), case(GEMMA_7B, 8192, 1),
+            case(QWEN2_72B, 150_000, 1),
             case(LLAMA_2_70B, 1, 1, 4), case(FALCON_7B_MQA, 1, 1, 1)]
 
 
@@ -225,6 +238,8 @@ def kv_strategy():
         else:
             config["hidden_size"] = heads * head_dim
         config["sliding_window"] = draw_(st.one_of(st.none(), st.integers(1, 32768)))
+        if draw_(st.booleans()):
+            config["use_sliding_window"] = draw_(st.booleans())
         return {"config": config, "tokens": draw_(st.integers(1, 200_000)), "batch_size": draw_(st.integers(1, 64)),
                 "bytes_per_element": draw_(st.sampled_from((1, 2, 4)))}
 
@@ -257,6 +272,6 @@ EXERCISES = (
         "Count num_key_value_heads, not num_attention_heads (GQA and MQA share KV heads). head_dim is "
         "hidden_size // num_attention_heads only when the config has no head_dim.",
         "With sliding_window = W (not None) each layer keeps only the last W tokens: use min(tokens, W); "
-        "sliding_window may be absent or None.",
+        "sliding_window may be absent or None, and use_sliding_window = false switches it off.",
     )),
 )

@@ -31,13 +31,17 @@ def _p1() -> dict:
 def _p2() -> dict:
     from ringlab.calc import GB, GiB, bus_bandwidth, grad_comm_bytes
     from ringlab.collectives.cost import LINKS
+    from ringlab.topology import get_cluster
 
     n_params, n = 7e9, 64
     ddp, fsdp, sgo = (grad_comm_bytes(s, n_params, n) for s in ("ddp", "fsdp_full_shard", "fsdp_shard_grad_op"))
+    hsdp = grad_comm_bytes("hybrid_shard", n_params, n, gpus_per_node=8)
     m = ddp.message_bytes
-    ndr = LINKS["ib-ndr"]  # one 400 Gb/s port per GPU: 50 GB/s per direction
+    ndr = LINKS["ib-ndr"]  # the wrong picture: one 400 Gb/s port per GPU carrying all of its ring traffic
+    cluster = get_cluster("dgx-h100", n // 8)
     seconds = 0.6  # an assumed measured time for the follow-up
     algbw = m / seconds
+    healthy = cluster.node_network_bandwidth  # ring busbw at line rate across DGX H100 nodes: 8 rails x 50 GB/s
     return {
         "n_params": int(n_params), "n": n, "n1": n - 1, "m": m, "m_gb": m / GB, "m_gib": m / GiB,
         "ddp_bytes": ddp.bytes_sent_per_rank, "ddp_gb": ddp.bytes_sent_per_rank / GB,
@@ -46,10 +50,15 @@ def _p2() -> dict:
         "ratio": fsdp.bytes_sent_per_rank / ddp.bytes_sent_per_rank,
         "ddp_mem_gb": ddp.memory.total / GB, "fsdp_mem_gb": fsdp.memory.total / GB,
         "sgo_mem_gb": sgo.memory.total / GB,
-        "link_gbs": ndr.bandwidth / GB, "alpha_us": ndr.alpha * 1e6, "ddp_s": ddp.time(ndr), "fsdp_s": fsdp.time(ndr),
+        "nodes": cluster.nodes, "nics": cluster.nics_per_node, "nic_gbps": cluster.nic_gbps,
+        "link_gbs": ndr.bandwidth / GB, "node_gbs": healthy / GB, "nvlink_gbs": cluster.gpu_bandwidth / GB,
+        "wrong_ddp_s": ddp.time(ndr), "wrong_fsdp_s": fsdp.time(ndr),
+        "ddp_ms": ddp.time_on_cluster(cluster) * 1e3, "fsdp_ms": fsdp.time_on_cluster(cluster) * 1e3,
+        "hsdp_ms": hsdp.time_on_cluster(cluster) * 1e3,
         "meas_s": seconds, "algbw_gbs": algbw / GB,
         "busbw_gbs": bus_bandwidth("all_reduce", m, seconds, n) / GB,
-        "busbw_frac": bus_bandwidth("all_reduce", m, seconds, n) / ndr.bandwidth,
+        "busbw_frac": bus_bandwidth("all_reduce", m, seconds, n) / healthy,
+        "wrong_frac": bus_bandwidth("all_reduce", m, seconds, n) / ndr.bandwidth,
     }
 
 
@@ -75,7 +84,7 @@ def _p3() -> dict:
         "h_dense_t": dense.peak_flops / 1e12, "h_sparse_t": sparse.peak_flops / 1e12,
         "h_ridge": dense.ridge_point, "h_ridge_sparse": sparse.ridge_point,
         "h_bound": dense.bound, "h_bound_sparse": sparse.bound,
-        "h_ms": dense.time_s * 1e3, "h_ms_sparse": sparse.time_s * 1e3,
+        "h_ms": dense.time_s * 1e3, "h_ms_sparse": sparse.time_s * 1e3, "h_tflop": dense.flops / 1e12,
         "numel": numel, "unfused_bytes": int(unfused.bytes_moved), "fused_bytes": int(fused.bytes_moved),
         "unfused_ai": unfused.intensity, "fused_ai": fused.intensity,
         "unfused_ms": unfused.time_s * 1e3, "fused_ms": fused.time_s * 1e3,
@@ -118,6 +127,27 @@ def _p5() -> dict:
         "odd_tokens": tokens + 1, "block": 16, "paged_tokens": -(-(tokens + 1) // 16) * 16,
         "paged": kv_cache_bytes(m, tokens + 1, seqs, "fp16", block_size=16),
         "unpaged": kv_cache_bytes(m, tokens + 1, seqs, "fp16"),
+        **_p5_per_layer(long_ctx),
+    }
+
+
+def _p5_per_layer(long_ctx: int) -> dict:
+    """Interleaved (Gemma-2-9B) and hybrid (Nemotron-H-56B) attention, from the per-layer model."""
+    from ringlab.calc import GiB, get_model, kv_cache_bytes, kv_cache_bytes_per_token
+
+    g, h = get_model("gemma-2-9b"), get_model("nemotron-h-56b")
+    window = g.sliding_window
+    per_token = kv_cache_bytes_per_token(g, "fp16")
+    dense = h.replace(layer_types=None, mlp_types=None)
+    return {
+        "g_layers": g.num_hidden_layers, "g_window": window, "g_kv": g.num_key_value_heads, "g_head_dim": g.head_dim,
+        "g_per_token": per_token, "g_global": g.count_layers("full"),
+        "g_slope": kv_cache_bytes(g, window + 2, dtype="fp16") - kv_cache_bytes(g, window + 1, dtype="fp16"),
+        "g_long_gib": kv_cache_bytes(g, long_ctx, dtype="fp16") / GiB,
+        "g_uniform_gib": per_token * long_ctx / GiB, "g_capped_gib": per_token * window / GiB,
+        "h_attn": h.count_layers("full"), "h_layers": h.num_hidden_layers,
+        "h_per_token": kv_cache_bytes_per_token(h, "fp16"), "h_dense_per_token": kv_cache_bytes_per_token(dense, "fp16"),
+        "h_frac": kv_cache_bytes_per_token(h, "fp16") / kv_cache_bytes_per_token(dense, "fp16"),
     }
 
 
@@ -240,8 +270,9 @@ def _p11() -> dict:
     rows, cols, hw = 8192, 4096, "h100-sxm"
     flops, nbytes = layernorm_cost(rows, cols)
     fused = roofline(flops, nbytes, hw)
-    # Three unfused kernels: mean (read x), variance (read x), normalise + affine (read x, write y).
-    unfused = roofline(flops, nbytes + 2 * rows * cols * 2, hw)
+    # The eager torch sequence of notebook 12 (mean, x - mean, (xc * xc).mean, rsqrt, *, *, +) makes
+    # 12 passes over the N x D tensor where the fused kernel makes 2: ten more, with the same small vectors.
+    unfused = roofline(flops, nbytes + 10 * rows * cols * 2, hw)
     d, block = 5000, 1024
     pow2 = 1 << (d - 1).bit_length()
     loops = -(-d // block)
@@ -249,7 +280,7 @@ def _p11() -> dict:
     return {
         "rows": rows, "cols": cols, "hw": hw, "flops": flops, "bytes": nbytes, "ai": fused.intensity,
         "ridge": fused.ridge_point, "fused_us": fused.time_s * 1e6, "unfused_bytes": int(unfused.bytes_moved),
-        "unfused_us": unfused.time_s * 1e6,
+        "unfused_us": unfused.time_s * 1e6, "speedup": unfused.time_s / fused.time_s,
         "d": d, "pow2": pow2, "masked": pow2 - d, "masked_frac": (pow2 - d) / pow2,
         "block": block, "loops": loops, "tail": d - (loops - 1) * block, "tail_masked": loops * block - d,
         "rpp": rows_per_program, "wb_row": 2 * cols * 2, "wb_prog": 2 * cols * 2 // rows_per_program,
@@ -275,14 +306,88 @@ def _p12() -> dict:
         "ib_alpha_us": ib.alpha * 1e6, "big_n": big_n, "ring_steps": latency_terms("all_reduce", "ring", big_n),
         "small_mib": small / 2**20, "large_gib": large / 2**30, **times,
         "cross8_mb": crossover("all_reduce", ib, 8)["double_binary_tree"] / 1e6,
-        "cross64_mb": crossover("all_reduce", ib, big_n)["double_binary_tree"] / 1e6,
+        "cross64_mb": crossover("all_reduce", ib, big_n)["double_binary_tree"] / 1e6, **_p12_cluster(),
+    }
+
+
+def _p12_cluster() -> dict:
+    """1 GiB ring all-reduce on one and two DGX H100 nodes: NCCL-style channels vs one ring (one NIC)."""
+    from ringlab.topology import build_on_cluster, cost_of, get_cluster
+
+    one, two = get_cluster("dgx-h100", 1), get_cluster("dgx-h100", 2)
+    t1 = cost_of(build_on_cluster("all_reduce", "ring_channels", one), one, 2**30)
+    t2 = cost_of(build_on_cluster("all_reduce", "ring_channels", two), two, 2**30)
+    flat = cost_of(build_on_cluster("all_reduce", "ring", two), two, 2**30)
+    tp = cost_of(build_on_cluster("all_reduce", "ring_channels", two), two, 2**20)
+    tp1 = cost_of(build_on_cluster("all_reduce", "ring_channels", one), one, 2**20)
+    return {"nics": two.nics_per_node, "node_gbs": two.node_network_bandwidth / 1e9,
+            "one_ms": t1.line_rate_seconds * 1e3, "two_ms": t2.line_rate_seconds * 1e3,
+            "two_ratio": t2.line_rate_seconds / t1.line_rate_seconds, "two_step_ms": t2.seconds * 1e3,
+            "flat_ms": flat.seconds * 1e3, "flat_ratio": flat.seconds / t1.seconds,
+            "leave": t2.inter_node_fraction, "tp_us": tp.seconds * 1e6, "tp1_us": tp1.seconds * 1e6}
+
+
+def _p13() -> dict:
+    from ringlab.calc import kv_cache_bytes_per_token
+    from ringlab.serving import BlockManager, block_bytes, pool_blocks
+
+    model, bs, pool_gib, requests, prompt, n = "llama-2-7b", 16, 60, 100, 1_000, 4
+    blocks = pool_blocks(pool_gib * 2**30, model, bs, "fp16")
+    shared = BlockManager(blocks, bs)
+    for i in range(requests):
+        shared.allocate(i, list(range(prompt)))
+    fork = BlockManager(blocks, bs)
+    fork.allocate(0, list(range(prompt)))
+    for child in range(1, n):
+        fork.fork(0, child)
+    for sample in range(n):
+        fork.append_token(sample, 50_000 + sample)
+    together = BlockManager(blocks, bs)
+    needed_together = together.blocks_needed([list(range(prompt))] * 2)
+    per_block = block_bytes(model, bs, "fp16")
+    return {
+        "model": model, "block_size": bs, "pool_gib": pool_gib, "requests": requests, "prompt": prompt,
+        "per_token": kv_cache_bytes_per_token(model, "fp16"), "block_bytes": per_block, "block_mib": per_block / 2**20,
+        "pool_bytes": pool_gib * 2**30, "blocks": blocks, "tokens": blocks * bs,
+        "full": prompt // bs, "full_tokens": prompt // bs * bs, "tail": prompt % bs,
+        "shared_used": shared.num_used_blocks, "per_request": -(-prompt // bs),
+        "unshared_used": requests * -(-prompt // bs), "hits": shared.prefix_cache_hits,
+        "saved_gib": shared.prefix_cache_hits * per_block / 2**30,
+        "n": n, "copies": fork.copies, "fork_used": fork.num_used_blocks,
+        "watermark": int(0.01 * blocks), "half_block": bs // 2, "waste_mib": bs // 2 * per_block / bs / 2**20,
+        "pair_shared": needed_together, "pair_dup": 2 * -(-prompt // bs),
+    }
+
+
+def _p14() -> dict:
+    from ringlab.serving import Request, SchedulerConfig, StepCost, simulate
+
+    model, hw, pool, bs, a_prompt, b_prompt, out = "llama-2-7b", "h100-sxm", 64, 16, 512, 512, 200
+    requests = [Request(0, 0.0, tuple(range(a_prompt)), out), Request(1, 1e-6, tuple(range(10_000, 10_000 + b_prompt)), out)]
+    naive = simulate(requests, model, hw, pool, bs, SchedulerConfig.naive())
+    fixed = simulate(requests, model, hw, pool, bs, SchedulerConfig(watermark=0.0))
+    watermark = simulate(requests, model, hw, pool, bs, SchedulerConfig.naive(watermark=1 / pool))
+    cost = StepCost(model, hw, 2048)
+    swap_gbs = SchedulerConfig().swap_bandwidth / 1e9
+    swap_bytes = b_prompt // bs * cost.kv_bytes_per_token * bs
+    budget, long_prompt = 512, 5_000
+    b_row, a_row = fixed.requests[1], fixed.requests[0]
+    return {
+        "model": model, "hw": hw, "pool": pool, "block_size": bs, "a_blocks": a_prompt // bs, "b_prompt": b_prompt,
+        "b_blocks": b_prompt // bs, "cycle_start": naive.livelock[0], "cycle_end": naive.livelock[1],
+        "period": naive.livelock[1] - naive.livelock[0], "wasted": int(naive.steps["wasted_tokens"].sum()),
+        "b_queue_ms": b_row["queueing_s"] * 1e3, "a_out": a_row["output_tokens"], "tpot_ms": a_row["tpot_s"] * 1e3,
+        "swap_bytes": swap_bytes, "swap_gbs": swap_gbs, "swap_ms": swap_bytes / (swap_gbs * 1e9) * 1e3,
+        "prefill_ms": cost.step_time(b_prompt, b_prompt, b_prompt * (b_prompt + 1) // 2) * 1e3,
+        "wm_finished": watermark.count("finished"), "long_prompt": long_prompt, "budget": budget,
+        "chunks": -(-long_prompt // budget),
     }
 
 
 # card id -> function returning the values its text uses
 CARD_VALUES: dict[str, Callable[[], dict]] = {
     "P1": _p1, "P2": _p2, "P3": _p3, "P4": _p4, "P5": _p5, "P6": _p6,
-    "P7": _p7, "P8": _p8, "P9": _p9, "P10": _p10, "P11": _p11, "P12": _p12,
+    "P7": _p7, "P8": _p8, "P9": _p9, "P10": _p10, "P11": _p11, "P12": _p12, "P13": _p13, "P14": _p14,
 }
 
 

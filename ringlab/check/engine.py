@@ -9,12 +9,29 @@ random large one. Nothing here raises: every outcome is a :class:`GradeResult`.
 
 from __future__ import annotations
 
+import math
+import numbers
 import traceback
 from collections.abc import Callable, Iterable
 
 from .result import NOT_ATTEMPTED, PASSED, WRONG, GradeResult, TrafficRow
 
 HYPOTHESIS_EXAMPLES = 60
+
+
+def as_number(value, what: str, whole: bool = False) -> float:
+    """The one rule every grader applies to a learner's number: an int or a float (numpy scalars too),
+    never a bool, finite; int and float are interchangeable (37 and 37.0 are the same answer). A value
+    documented as an int (``whole=True``) must be whole. Returns it as a float; raises CaseFailure naming ``what``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise CaseFailure(f"{what} should be a number, got {value!r}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise CaseFailure(f"{what} should be a finite number, got {value!r}")
+    if whole and not out.is_integer():
+        raise CaseFailure(f"{what} should be a whole number, got {value!r}")
+    return out
 
 
 class CaseFailure(Exception):

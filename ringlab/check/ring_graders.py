@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 
+import ml_dtypes
 import numpy as np
 
 from ringlab.collectives import Schedule, Transfer, chunk_sizes, replay
@@ -21,6 +22,8 @@ from .exercise import Exercise
 from .result import TrafficRow
 
 EDGE_WORLD_SIZES = (1, 2, 3, 4, 5, 7, 8, 13)
+# ex01 also runs these dtypes: int8 wraps around on overflow, floats round at every addition.
+ALLREDUCE_DTYPES = ("int8", "float32", "float16", "bfloat16")
 
 
 def _numels(n: int) -> list[int]:
@@ -32,6 +35,13 @@ def edge_cases() -> list[dict]:
     return [{"world_size": n, "numel": m, "seed": n * 100 + m} for n in EDGE_WORLD_SIZES for m in _numels(n)]
 
 
+def allreduce_cases() -> list[dict]:
+    """ex01: the int64 edge cases, then each dtype of ``ALLREDUCE_DTYPES`` at a few world sizes."""
+    typed = [{"world_size": n, "numel": m, "seed": n * 100 + m + 7, "dtype": dt}
+             for dt in ALLREDUCE_DTYPES for n in (2, 3, 5, 8) for m in (n + 1, 4 * n + 3)]
+    return [{**case, "dtype": "int64"} for case in edge_cases()] + typed
+
+
 def case_strategy(max_world_size: int = 16, max_numel: int = 64):
     """Hypothesis strategy of ``{"world_size", "numel", "seed"}`` cases (imported lazily)."""
     from hypothesis import strategies as st
@@ -40,9 +50,25 @@ def case_strategy(max_world_size: int = 16, max_numel: int = 64):
                                   "numel": st.integers(0, max_numel), "seed": st.integers(0, 1000)})
 
 
-def _inputs(world_size: int, numel: int, seed: int) -> list[np.ndarray]:
+def allreduce_strategy():
+    """ex01's hypothesis cases: :func:`case_strategy` plus a dtype."""
+    from hypothesis import strategies as st
+
+    return st.builds(lambda case, dtype: {**case, "dtype": dtype}, case_strategy(),
+                     st.sampled_from(("int64",) + ALLREDUCE_DTYPES))
+
+
+def _dtype(name: str) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def _inputs(world_size: int, numel: int, seed: int, dtype: str = "int64") -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.integers(-20, 21, size=numel).astype(np.int64) for _ in range(world_size)]
+    dt = _dtype(dtype)
+    if dt.kind in "iu":
+        lo, hi = (-20, 21) if dt == np.int64 else (np.iinfo(dt).min, np.iinfo(dt).max + 1)  # int8: sums wrap
+        return [rng.integers(lo, hi, size=numel).astype(dt) for _ in range(world_size)]
+    return [rng.standard_normal(numel).astype(dt) for _ in range(world_size)]
 
 
 def _as_int(value, what: str) -> int:
@@ -51,7 +77,12 @@ def _as_int(value, what: str) -> int:
     return int(value)
 
 
-def _compare_outputs(outputs, expected: np.ndarray, world_size: int) -> None:
+def _compare_outputs(outputs, expected: np.ndarray, world_size: int, bound: np.ndarray | None = None,
+                     cause=None) -> None:
+    """Every rank's array has ``expected``'s shape and dtype and equals it (within ``bound`` for floats).
+
+    ``cause(outputs)`` may name the classic mistake behind a wrong value; it is added to the message.
+    """
     if not isinstance(outputs, (list, tuple)) or len(outputs) != world_size:
         got = len(outputs) if isinstance(outputs, (list, tuple)) else type(outputs).__name__
         raise CaseFailure(f"outputs should be a list of {world_size} arrays (one per rank), got {got}")
@@ -59,10 +90,20 @@ def _compare_outputs(outputs, expected: np.ndarray, world_size: int) -> None:
         out = np.asarray(out)
         if out.shape != expected.shape:
             raise CaseFailure(f"rank {r} holds an array of shape {out.shape}, expected {expected.shape}")
-        wrong = np.flatnonzero(out != expected)
+        if bound is not None and out.dtype != expected.dtype:
+            raise CaseFailure(f"rank {r} returned {out.dtype} for {expected.dtype} input; keep the input's dtype "
+                              "(a ring sends and adds chunks in the gradient's own dtype)")
+        if bound is None:
+            wrong = np.flatnonzero(out != expected)
+        else:
+            err = np.abs(out.astype(np.float64) - expected.astype(np.float64))
+            wrong = np.flatnonzero(~(err <= bound))
         if wrong.size:
             i = int(wrong[0])
-            raise CaseFailure(f"rank {r} holds {out[i]} at element {i}, expected {expected[i]}")
+            why = cause(outputs) if cause is not None else None
+            raise CaseFailure(f"rank {r} holds {out[i]} at element {i}, expected {expected[i]}"
+                              + (f" ({bound[i]:.3g} allowed for rounding)" if bound is not None else "")
+                              + (f": {why}" if why else ""))
 
 
 def expected_allreduce_bytes_per_step(world_size: int, numel: int, itemsize: int) -> np.ndarray:
@@ -74,16 +115,72 @@ def expected_allreduce_bytes_per_step(world_size: int, numel: int, itemsize: int
     return np.array(rows, dtype=np.int64).reshape(2 * (n - 1), n) * itemsize
 
 
-def check_ring_allreduce(fn, world_size: int, numel: int, seed: int) -> None:
-    """ex01: every rank holds the sum; bytes per step match the rotation; returns (outputs, sent)."""
-    arrays = _inputs(world_size, numel, seed)
-    expected = np.sum(arrays, axis=0)
+def ring_variant(arrays: list[np.ndarray], forward_original: bool = False, gather_shift: int = 1) -> np.ndarray:
+    """What ring all-reduce yields with one of the classic mistakes, rank by rank, as a ``(N, numel)`` array.
+
+    ``forward_original``: the reduce-scatter forwards each rank's original chunk instead of its running sum.
+    ``gather_shift``: the all-gather sends chunk ``(r + gather_shift - s) % N`` (1 is right; 0 starts one
+    chunk early, before the chunk is finished).
+    """
+    n = len(arrays)
+    original = [np.array_split(np.array(a), n) for a in arrays]
+    work = [[c.copy() for c in parts] for parts in original]
+    for s in range(n - 1):
+        source = original if forward_original else work
+        outgoing = [source[r][(r - s) % n].copy() for r in range(n)]
+        for r in range(n):
+            work[(r + 1) % n][(r - s) % n] = work[(r + 1) % n][(r - s) % n] + outgoing[r]
+    for s in range(n - 1):
+        outgoing = [work[r][(r + gather_shift - s) % n].copy() for r in range(n)]
+        for r in range(n):
+            work[(r + 1) % n][(r + gather_shift - s) % n] = outgoing[r]
+    return np.stack([np.concatenate(w) if w else np.zeros(0, arrays[0].dtype) for w in work])
+
+
+def _allreduce_cause(arrays):
+    """A function naming which classic mistake reproduces the learner's outputs exactly, if one does."""
+    def cause(outputs):
+        got = np.stack([np.asarray(o) for o in outputs])
+        for variant, words in (
+                (dict(forward_original=True), "this is what forwarding each rank's original chunk in the "
+                 "reduce-scatter gives; forward the running partial sum instead"),
+                (dict(gather_shift=0), "this is what starting the all-gather one chunk early gives: at step s "
+                 "rank r must send chunk (r + 1 - s) % N, the one it finished last")):
+            want = ring_variant(arrays, **variant)
+            if want.shape == got.shape and want.dtype == got.dtype and np.array_equal(want, got):
+                return words
+        return None
+    return cause
+
+
+def check_ring_allreduce(fn, world_size: int, numel: int, seed: int, dtype: str = "int64") -> None:
+    """ex01: every rank holds the sum, in the input's dtype, bit-identical across ranks; bytes per step
+    match the rotation. Integers are exact (int8 wraps around); floats lie within the rounding bound
+    ``(N - 1) u sum|x| + u |sum|`` of the float64 sum (Higham), u the dtype's unit roundoff."""
+    arrays = _inputs(world_size, numel, seed, dtype)
+    dt = arrays[0].dtype
     result = fn([a.copy() for a in arrays])
     if not isinstance(result, tuple) or len(result) != 2:
         raise CaseFailure("ring_allreduce should return a tuple (outputs, sent)")
     outputs, sent = result
-    _compare_outputs(outputs, expected, world_size)
-    want = expected_allreduce_bytes_per_step(world_size, numel, 8)
+    if dt.kind in "iu":
+        expected, bound = np.sum(arrays, axis=0, dtype=dt), None  # modular, as NCCL
+        if dtype != "int64":  # a dtype check for the narrow integers too
+            bound = np.zeros(numel)
+    else:
+        exact = np.sum(np.array(arrays, dtype=np.float64), axis=0)
+        u = float(ml_dtypes.finfo(dt).eps) / 2  # numpy's finfo refuses bfloat16
+        bound = (world_size - 1) * u * np.abs(np.array(arrays, dtype=np.float64)).sum(axis=0) + u * np.abs(exact)
+        expected = exact.astype(dt)
+    _compare_outputs(outputs, expected, world_size, bound, _allreduce_cause(arrays))
+    if dt.kind == "f" or dtype == "bfloat16":
+        first = np.asarray(outputs[0])
+        for r, out in enumerate(outputs[1:], start=1):
+            if not np.array_equal(np.asarray(out).view(np.uint8), first.view(np.uint8)):
+                raise CaseFailure(f"rank {r}'s {dtype} result differs from rank 0's in its last bits: a ring computes "
+                                  "each element once, on one rank, and copies it, so every rank must end bit-identical "
+                                  "(ranks that each add the inputs themselves drift apart)")
+    want = expected_allreduce_bytes_per_step(world_size, numel, dt.itemsize)
     if not isinstance(sent, (list, tuple)) or len(sent) != len(want):
         got_len = len(sent) if isinstance(sent, (list, tuple)) else type(sent).__name__
         raise CaseFailure(f"sent should be a list of 2 * (world_size - 1) = {len(want)} steps, got {got_len}")
@@ -95,6 +192,12 @@ def check_ring_allreduce(fn, world_size: int, numel: int, seed: int) -> None:
     if bad.size:
         s, r = (int(v) for v in bad[0])
         table = [TrafficRow(k, int(want[:, k].sum()), int(got[:, k].sum())) for k in range(world_size)]
+        if np.array_equal(got.sum(axis=0), want.sum(axis=0)):
+            phase, k = ("reduce-scatter", s) if s < world_size - 1 else ("all-gather", s - (world_size - 1))
+            documented = f"(r - s) % N" if phase == "reduce-scatter" else "(r + 1 - s) % N"
+            raise CaseFailure(f"your rotation differs from the documented one: every rank's total is right, but at "
+                              f"{phase} step {k} rank {r} sent {got[s, r]} bytes where chunk {documented} has "
+                              f"{want[s, r]}; ex01 checks the documented rotation (ex02 accepts any valid one)", table)
         raise CaseFailure(f"rank {r} sent {got[s, r]} bytes at step {s}, expected {want[s, r]}", table)
 
 
@@ -224,7 +327,11 @@ def check_reduce_scatter_rank(fn, world_size: int, numel: int, seed: int) -> Non
         wrong = np.flatnonzero(values != parts[c])
         if wrong.size:
             i = int(wrong[0])
-            raise CaseFailure(f"rank {r} holds {values[i]} at element {i} of chunk {c}, expected {parts[c][i]}")
+            two = np.array_split(arrays[r], world_size)[c] + np.array_split(arrays[(r - 1) % world_size], world_size)[c]
+            why = (": it holds only its own and rank r - 1's contributions, which is what sending the original chunk "
+                   "every step gives (the widely copied version); send your running partial sum instead"
+                   if world_size > 2 and np.array_equal(values, two) else "")
+            raise CaseFailure(f"rank {r} holds {values[i]} at element {i} of chunk {c}, expected {parts[c][i]}{why}")
         owned.append(c)
     if sorted(owned) != list(range(world_size)):
         raise CaseFailure(f"ranks returned chunks {owned}; every chunk must end on exactly one rank")
@@ -236,8 +343,9 @@ def check_reduce_scatter_rank(fn, world_size: int, numel: int, seed: int) -> Non
 
 
 def _ring_allreduce(fn):
-    return run_grader("ex01", "ring_allreduce", fn, check_ring_allreduce, edge_cases(),
-                      case_strategy(), "every rank holds the sum and every step's bytes match the rotation")
+    return run_grader("ex01", "ring_allreduce", fn, check_ring_allreduce, allreduce_cases(), allreduce_strategy(),
+                      "every rank holds the sum in its own dtype, bit-identical across ranks, and every step's "
+                      "bytes match the rotation")
 
 
 def _ring_schedule(fn):

@@ -42,6 +42,12 @@ TEACHES: dict[str, str] = {
           "to the full batch.",
     "12": "A fused LayerNorm forward in Triton (its interpreter on CPU): one pass per row, masks, loops "
           "over wide rows.",
+    "13": "NVLink domains against the scale-out fabric: NICs on rails, NCCL's channels, bytes per link, the "
+          "line-rate ceiling against published nccl-tests runs.",
+    "14": "Paged KV-cache blocks: block tables, prefix sharing by chained hashes of full blocks, copy-on-write "
+          "after a fork, and what a 60 GiB pool holds.",
+    "15": "Continuous batching: admit, step, preempt; TTFT and TPOT against load, and the livelock that "
+          "reserving decode room and preempting the newest break.",
 }
 
 _NOTEBOOK = re.compile(r"^(\d\d)_\w+\.ipynb$")

@@ -20,22 +20,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .halving_doubling import _check_itemsize
-from .ring import _check_world_size
-from .schedule import Schedule, Transfer, chunk_sizes
+from .schedule import Holdings, Schedule, Step, check_itemsize, check_world_size, chunk_sizes
 
 
 def pairwise_all_to_all(world_size: int) -> Schedule:
     """Pairwise exchange: ``N - 1`` steps; at step k rank r sends chunk k (shift layout) to ``(r + k) % N``."""
-    n = _check_world_size(world_size)
-    every = tuple(range(n))
-    steps = tuple(tuple(Transfer(r, (r + k) % n, k, False) for r in range(n)) for k in range(1, n))
-    return Schedule("all_to_all", "pairwise", n, n, steps, (every,) * n, (every,) * n,
+    n = check_world_size(world_size)
+    r = np.arange(n, dtype=np.int64)
+    steps = [Step(r, (r + k) % n, np.full(n, k), False) for k in range(1, n)]
+    return Schedule("all_to_all", "pairwise", n, n, steps, Holdings.every(n, n), Holdings.every(n, n),
                     "chunk k of rank r: block for rank r + k before, block from rank r - k after")
 
 
 def pairwise_all_to_all_bytes(world_size: int, numel: int, itemsize: int) -> np.ndarray:
     """``(numel - c[0]) * itemsize`` for every rank (everything but the block a rank keeps)."""
-    n = _check_world_size(world_size)
+    n = check_world_size(world_size)
     c = chunk_sizes(numel, n)
-    return np.full(n, (int(numel) - int(c[0])) * _check_itemsize(itemsize), dtype=np.int64)
+    return np.full(n, (int(numel) - int(c[0])) * check_itemsize(itemsize), dtype=np.int64)

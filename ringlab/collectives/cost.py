@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass
 
 from .registry import ALGORITHMS, algorithms_for, check_collective, get_algorithm
+from .schedule import check_world_size
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,10 @@ class Link:
     source: str = ""
 
     def __post_init__(self) -> None:
-        if not self.bandwidth > 0 or not self.alpha >= 0:
-            raise ValueError(f"link {self.name!r} needs bandwidth > 0 B/s and alpha >= 0 s, "
+        finite = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                     for v in (self.alpha, self.bandwidth))
+        if not finite or not self.bandwidth > 0 or not self.alpha >= 0:
+            raise ValueError(f"link {self.name!r} needs a finite bandwidth > 0 B/s and alpha >= 0 s, "
                              f"got bandwidth={self.bandwidth}, alpha={self.alpha}")
 
 
@@ -90,10 +93,15 @@ def get_link(link) -> Link:
         raise TypeError("link must be a preset name or have .alpha (s) and .bandwidth (B/s per direction)") from None
 
 
+def _check_gamma(gamma) -> None:
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < math.inf:
+        raise ValueError(f"gamma must be a finite number of seconds per byte >= 0, got {gamma!r}")
+
+
 def bus_factor(collective: str, world_size: int) -> float:
     """nccl-tests' busbw factor: 2(n-1)/n, (n-1)/n, or 1 (see module docstring)."""
     check_collective(collective)
-    n = int(world_size)
+    n = check_world_size(world_size)
     if n < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     if collective in ("broadcast", "reduce"):
@@ -117,7 +125,7 @@ def latency_terms(collective: str, algorithm: str, world_size: int) -> int:
     """How many alphas the algorithm pays: its step count (N - 1 for the one-step direct all-reduce)."""
     algo = get_algorithm(collective, algorithm)
     if (collective, algorithm) == ("all_reduce", "direct"):
-        return max(int(world_size) - 1, 0)
+        return check_world_size(world_size) - 1
     return algo.num_steps(world_size)
 
 
@@ -128,7 +136,7 @@ def reduced_bytes(collective: str, algorithm: str, world_size: int, message_byte
     runs add one full message for the rank that absorbs a partner.
     """
     get_algorithm(collective, algorithm)
-    n, m = int(world_size), float(message_bytes)
+    n, m = check_world_size(world_size), float(message_bytes)
     if n == 1 or collective in ("all_gather", "broadcast", "all_to_all"):
         return 0.0
     p = 1 << (n.bit_length() - 1)
@@ -161,6 +169,7 @@ def alpha_beta_time(collective: str, algorithm: str, world_size: int, message_by
     lk = get_link(link)
     if message_bytes < 0:
         raise ValueError(f"message_bytes must be >= 0, got {message_bytes}")
+    _check_gamma(gamma)
     return (latency_terms(collective, algorithm, world_size) * lk.alpha
             + busiest_bytes(collective, algorithm, world_size, message_bytes) / lk.bandwidth
             + gamma * reduced_bytes(collective, algorithm, world_size, message_bytes))
@@ -173,7 +182,8 @@ def linear_cost(collective: str, algorithm: str, world_size: int, fabric, gamma:
     the tree's two halves). Two algorithms with equal ``(a, b)`` cost the same at every size.
     """
     lk = get_link(fabric)
-    n = int(world_size)
+    n = check_world_size(world_size)
+    _check_gamma(gamma)
     unit = 2 * n * (1 << (n.bit_length() - 1))  # divisible by N, by p and by the tree's 2 halves
     b = busiest_bytes(collective, algorithm, n, unit) / unit / lk.bandwidth
     b += gamma * reduced_bytes(collective, algorithm, n, unit) / unit

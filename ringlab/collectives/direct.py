@@ -16,20 +16,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from .halving_doubling import _check_itemsize
-from .ring import _check_world_size
-from .schedule import Schedule, Transfer, chunk_sizes
+from .schedule import Holdings, Schedule, Step, check_itemsize, check_world_size, chunk_sizes
 
 
 def direct_all_reduce(world_size: int) -> Schedule:
-    """One step of ``N (N - 1)`` whole-message transfers, reduced at each receiver in ascending source rank."""
-    n = _check_world_size(world_size)
-    step = tuple(Transfer(src, dst, 0, True) for src in range(n) for dst in range(n) if src != dst)
-    return Schedule("all_reduce", "direct", n, 1, (step,) if n > 1 else (), ((0,),) * n, ((0,),) * n,
+    """One step of ``N (N - 1)`` whole-message transfers, reduced at each receiver in ascending source rank.
+
+    Transfers are listed source-major, so each receiver folds its incoming messages in source order.
+    """
+    n = check_world_size(world_size)
+    src = np.repeat(np.arange(n, dtype=np.int64), n - 1)
+    dst = np.tile(np.arange(n - 1, dtype=np.int64), n)
+    dst += dst >= src  # skip the sender itself
+    steps = [Step(src, dst, np.zeros_like(src), True)] if n > 1 else []
+    return Schedule("all_reduce", "direct", n, 1, steps, Holdings.every(n, 1), Holdings.every(n, 1),
                     "every rank sends its message to every other rank; receivers fold in source-rank order")
 
 
 def direct_all_reduce_bytes(world_size: int, numel: int, itemsize: int) -> np.ndarray:
     """``(N - 1) * numel * itemsize`` for every rank."""
-    n = _check_world_size(world_size)
-    return np.full(n, (n - 1) * int(chunk_sizes(numel, 1)[0]) * _check_itemsize(itemsize), dtype=np.int64)
+    n = check_world_size(world_size)
+    return np.full(n, (n - 1) * int(chunk_sizes(numel, 1)[0]) * check_itemsize(itemsize), dtype=np.int64)

@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from . import alltoall, direct, halving_doubling as hd, ring, tree
-from .ring import _check_world_size
+from .schedule import check_world_size
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
 ROOTED = ("broadcast", "reduce")
@@ -80,7 +80,7 @@ class Algorithm:
 
     def num_steps(self, world_size: int) -> int:
         """Closed-form number of communication steps."""
-        return int(self.steps_fn(_check_world_size(world_size)))
+        return int(self.steps_fn(check_world_size(world_size)))
 
 
 def _entries() -> dict[tuple[str, str], Algorithm]:

@@ -30,79 +30,63 @@ from __future__ import annotations
 
 import numpy as np
 
-from .schedule import Schedule, Transfer, chunk_sizes
+from .schedule import Holdings, RingPhase, Schedule, check_itemsize, check_world_size, chunk_sizes
 
 
-def _check_world_size(world_size: int) -> int:
-    if isinstance(world_size, bool) or not isinstance(world_size, (int, np.integer)):
-        raise TypeError(f"world_size must be an int >= 1, got {world_size!r}")
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    return int(world_size)
-
-
-def ring_reduce_scatter_steps(world_size: int, owner_shift: int) -> list[tuple[Transfer, ...]]:
+def ring_reduce_scatter_phase(world_size: int, owner_shift: int) -> RingPhase:
     """The N-1 reduce-scatter steps after which rank r holds the reduced chunk ``(r + owner_shift) % N``.
 
     At step s rank r sends chunk ``(r + owner_shift - 1 - s) % N`` to ``(r + 1) % N``.
     """
-    n = _check_world_size(world_size)
-    return [
-        tuple(Transfer(r, (r + 1) % n, (r + owner_shift - 1 - s) % n, True) for r in range(n))
-        for s in range(n - 1)
-    ]
+    n = check_world_size(world_size)
+    return RingPhase(n - 1, owner_shift - 1, True)
 
 
-def ring_all_gather_steps(world_size: int, owner_shift: int) -> list[tuple[Transfer, ...]]:
+def ring_all_gather_phase(world_size: int, owner_shift: int) -> RingPhase:
     """The N-1 all-gather steps when rank r starts with the finished chunk ``(r + owner_shift) % N``.
 
     At step s rank r forwards chunk ``(r + owner_shift - s) % N`` to ``(r + 1) % N``.
     """
-    n = _check_world_size(world_size)
-    return [
-        tuple(Transfer(r, (r + 1) % n, (r + owner_shift - s) % n, False) for r in range(n))
-        for s in range(n - 1)
-    ]
+    n = check_world_size(world_size)
+    return RingPhase(n - 1, owner_shift, False)
 
 
-def _ring(collective: str, n: int, steps: list, owns_all_at_start: bool, owns_all_at_end: bool,
+def _ring(collective: str, n: int, phases: list, owns_all_at_start: bool, owns_all_at_end: bool,
           description: str) -> Schedule:
-    every, own = (tuple(range(n)),) * n, tuple((r,) for r in range(n))
-    return Schedule(collective, "ring", n, n, tuple(steps), every if owns_all_at_start else own,
+    every, own = Holdings.every(n, n), Holdings.own(n, n)
+    return Schedule(collective, "ring", n, n, phases, every if owns_all_at_start else own,
                     every if owns_all_at_end else own, description)
 
 
 def ring_all_reduce(world_size: int) -> Schedule:
     """Ring all-reduce schedule: reduce-scatter then all-gather, ``2 (N - 1)`` steps of N transfers."""
-    n = _check_world_size(world_size)
-    return _ring("all_reduce", n, ring_reduce_scatter_steps(n, 1) + ring_all_gather_steps(n, 1), True, True,
+    n = check_world_size(world_size)
+    return _ring("all_reduce", n, [ring_reduce_scatter_phase(n, 1), ring_all_gather_phase(n, 1)], True, True,
                  "reduce-scatter: rank r sends chunk (r - s) % N; all-gather: rank r sends chunk (r + 1 - s) % N")
 
 
 def ring_reduce_scatter(world_size: int) -> Schedule:
     """Ring reduce-scatter schedule; rank r ends with the reduced chunk r (torch.distributed placement)."""
-    n = _check_world_size(world_size)
-    return _ring("reduce_scatter", n, ring_reduce_scatter_steps(n, 0), True, False,
+    n = check_world_size(world_size)
+    return _ring("reduce_scatter", n, [ring_reduce_scatter_phase(n, 0)], True, False,
                  "rank r sends chunk (r - 1 - s) % N and ends with chunk r")
 
 
 def ring_all_gather(world_size: int) -> Schedule:
     """Ring all-gather schedule; rank r contributes chunk r and ends with all N chunks."""
-    n = _check_world_size(world_size)
-    return _ring("all_gather", n, ring_all_gather_steps(n, 0), False, True,
+    n = check_world_size(world_size)
+    return _ring("all_gather", n, [ring_all_gather_phase(n, 0)], False, True,
                  "rank r sends chunk (r - s) % N, starting with its own chunk r")
 
 
 def _ring_bytes(world_size: int, numel: int, itemsize: int, skipped_shifts: tuple[int, ...]) -> np.ndarray:
-    n = _check_world_size(world_size)
-    if itemsize < 1:
-        raise ValueError(f"itemsize must be >= 1 byte, got {itemsize}")
+    n = check_world_size(world_size)
+    itemsize = check_itemsize(itemsize)
     c = chunk_sizes(numel, n)
     if n == 1:
         return np.zeros(1, dtype=np.int64)
-    ranks = np.arange(n)
-    elements = len(skipped_shifts) * int(numel) - sum(c[(ranks + k) % n] for k in skipped_shifts)
-    return (elements * int(itemsize)).astype(np.int64)
+    elements = len(skipped_shifts) * int(numel) - sum(np.roll(c, -k) for k in skipped_shifts)  # c[(r + k) % n]
+    return (elements * itemsize).astype(np.int64)
 
 
 def ring_all_reduce_bytes(world_size: int, numel: int, itemsize: int) -> np.ndarray:

@@ -3,6 +3,10 @@
 Starts ``--world-size`` local processes (gloo on CPU, nccl on GPUs), times both implementations
 for sizes doubling from ``--min-bytes`` to ``--max-bytes`` and prints time, algbw and busbw
 (GB/s = 1e9 B/s, nccl-tests doc/PERFORMANCE.md) with the ratio ringlab time / library time.
+
+Before any process starts it checks that ``--csv`` can be written and that the machine can run
+``--world-size`` ranks with ``--max-bytes`` buffers (:func:`ringlab.dist.max_local_ranks`).
+SIGTERM or Ctrl-C kills every rank and exits with 128 + the signal number.
 """
 
 from __future__ import annotations
@@ -10,41 +14,65 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ringlab.calc.units import parse_size
-from ringlab.dist import LaunchTimeout, RankError
+from ringlab import cli_args
 from ringlab.dist.bench import COLLECTIVES, DTYPES, format_table, run_bench, write_csv
+
+MAX_MESSAGE_BYTES = 2**36  # 64 GiB: beyond any one host's collective buffers
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ringlab bench", description=__doc__,
+    p = cli_args.ArgumentParser(prog="ringlab bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--collective", default="all_reduce", choices=COLLECTIVES)
-    p.add_argument("--world-size", type=int, default=2, help="number of local processes (default 2)")
+    p.add_argument("--world-size", type=cli_args.integer(min=1, max=4096), default=2,
+                   help="number of local processes (default 2; at most what the machine can run)")
     p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
-    p.add_argument("--min-bytes", default="8", help="smallest message S, e.g. 8, 1KiB, 1MB (default 8)")
-    p.add_argument("--max-bytes", default="256MiB", help="largest message S (default 256MiB); sizes double")
+    p.add_argument("--min-bytes", type=cli_args.size(max=MAX_MESSAGE_BYTES), default=8,
+                   help="smallest message S, e.g. 8, 1KiB, 1MB (default 8)")
+    p.add_argument("--max-bytes", type=cli_args.size(max=MAX_MESSAGE_BYTES), default=256 * 2**20,
+                   help="largest message S (default 256MiB); sizes double")
     p.add_argument("--dtype", default="float32", choices=DTYPES)
-    p.add_argument("--iters", type=int, default=20, help="timed calls per size and implementation (default 20)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole run (default 1800)")
-    p.add_argument("--csv", metavar="PATH", help="also write the rows to this CSV file")
+    p.add_argument("--iters", type=cli_args.integer(min=1, max=10**6), default=20,
+                   help="timed calls per size and implementation (default 20)")
+    p.add_argument("--warmup", type=cli_args.integer(min=0, max=10**6), default=5, help="untimed calls first (default 5)")
+    p.add_argument("--timeout", type=cli_args.duration(max=7 * 86400.0), default=1800.0,
+                   help="seconds for the whole run, or with a unit: 30min (default 1800; at most a week)")
+    p.add_argument("--csv", metavar="PATH", type=cli_args.output_file,
+                   help="also write the rows to this CSV file (checked before the run)")
     return p
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from ringlab.dist import LaunchInterrupted, LaunchTimeout, RankError, max_local_ranks
+
     try:
-        min_bytes, max_bytes = parse_size(args.min_bytes), parse_size(args.max_bytes)
-        rows = run_bench(args.collective, args.world_size, args.backend, min_bytes, max_bytes, args.dtype,
-                         args.iters, args.warmup, args.timeout)
+        if args.min_bytes > args.max_bytes:
+            raise ValueError(f"need --min-bytes <= --max-bytes (min_bytes={args.min_bytes:,}, "
+                             f"max_bytes={args.max_bytes:,})")
+        limit = max_local_ranks(args.backend, args.max_bytes)
+        if args.world_size > limit:
+            raise ValueError(f"--world-size {args.world_size}: this machine can run at most {limit} {args.backend} "
+                             f"ranks with {args.max_bytes:,}-byte messages (cores, GPUs and available memory)")
+        rows = run_bench(args.collective, args.world_size, args.backend, args.min_bytes, args.max_bytes,
+                         args.dtype, args.iters, args.warmup, args.timeout)
     except (ValueError, TypeError, ImportError) as exc:
-        print(f"ringlab bench: {exc}", file=sys.stderr)
+        print(f"ringlab bench: error: {exc}", file=sys.stderr)
         return 2
     except (RankError, LaunchTimeout) as exc:
         print(f"ringlab bench: {exc}", file=sys.stderr)
         return 1
+    except LaunchInterrupted as exc:
+        print(f"ringlab bench: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     print(format_table(rows))
     if args.csv:
-        write_csv(rows, args.csv)
+        try:
+            write_csv(rows, args.csv)
+        except OSError as exc:
+            print(f"ringlab bench: error: --csv {args.csv}: {exc.strerror or exc} (the table is above)",
+                  file=sys.stderr)
+            return 1
         print(f"# wrote {len(rows)} rows to {args.csv}")
     return 0

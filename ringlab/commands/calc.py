@@ -1,7 +1,7 @@
 """``ringlab calc <calculator> ...``: the capacity calculators of :mod:`ringlab.calc` on the command line.
 
     ringlab calc kv --model llama-2-70b --tokens 4096 --batch 32 --dtype fp16 [--tp N] [--block-size B] [--json]
-    ringlab calc comm --strategy fsdp_full_shard --params 7e9 --world-size 64 [--dtype bf16] [--json]
+    ringlab calc comm --strategy fsdp_full_shard (--params 7e9 | --model llama-2-7b) --world-size 64 [--dtype bf16] [--json]
 
 To add a calculator (issue 7 adds roofline, decode, bubble): write a function ``main(argv: list[str])
 -> int`` in your own module (e.g. ``ringlab/commands/calc_perf.py``) and add ONE line to
@@ -43,8 +43,24 @@ def _sizes(n: int) -> dict:
     return {"bytes": n, "GB": n / 1e9, "GiB": n / 2**30}
 
 
+def _kind_text(row: dict) -> str:
+    """One line of the per-layer-kind breakdown of ``calc kv``."""
+    kind = {"none": "FFN-only (no mixer)", "linear": "linear (attention replaced)"}.get(row["mixer"], row["mixer"])
+    if kind in ("sliding", "chunked"):
+        kind = f"{'sliding window' if kind == 'sliding' else 'chunked attention'} {row['window']:,}"
+    if row["mixer"] == "mla":
+        layout = f"latent {row['k_head_dim']}"
+    elif row["kv_heads"]:
+        layout = f"{row['kv_heads']} KV heads/GPU x (K {row['k_head_dim']} + V {row['v_head_dim']})"
+    else:
+        return f"  {row['layers']:>4} x {kind}: no KV cache"
+    return (f"  {row['layers']:>4} x {kind}: {layout}, {row['bytes_per_token']:,} B/token/layer, "
+            f"holding {row['held_tokens']:,} tokens")
+
+
 def kv_main(argv: list[str]) -> int:
     from ringlab.calc import format_bytes, get_model, kv_cache_bytes, kv_cache_bytes_per_token, kv_heads_per_rank
+    from ringlab.calc.kvcache import kv_cache_by_layer_kind
 
     p = argparse.ArgumentParser(prog="ringlab calc kv", description="KV-cache memory on one GPU (GB = 1e9 B, GiB = 2**30 B).")
     p.add_argument("--model", required=True, help="preset name (e.g. llama-2-70b) or path to a HF config.json")
@@ -59,6 +75,7 @@ def kv_main(argv: list[str]) -> int:
         model = get_model(args.model)
         per_token = kv_cache_bytes_per_token(model, args.dtype, args.tp)
         total = kv_cache_bytes(model, args.tokens, args.batch, args.dtype, args.tp, args.block_size)
+        kinds = kv_cache_by_layer_kind(model, args.tokens, args.dtype, args.tp)
         heads = None if model.uses_mla else kv_heads_per_rank(model, args.tp)
     except (ValueError, TypeError) as e:
         return fail(p.prog, e)
@@ -66,42 +83,52 @@ def kv_main(argv: list[str]) -> int:
         "model": model.name, "tokens": args.tokens, "batch_size": args.batch, "dtype": args.dtype, "tp": args.tp,
         "block_size": args.block_size, "num_hidden_layers": model.num_hidden_layers,
         "num_key_value_heads": model.num_key_value_heads, "kv_heads_per_rank": heads, "head_dim": model.head_dim,
-        "mla": model.uses_mla, "sliding_window": model.sliding_window,
-        "bytes_per_token": per_token, "total": _sizes(total),
+        "mla": model.uses_mla, "sliding_window": model.sliding_window, "layers": kinds,
+        "bytes_per_token": per_token, "bytes_per_token_at_context": total / (args.tokens * args.batch),
+        "total": _sizes(total), "notes": list(model.notes),
     }
-    layout = (f"MLA latent {model.kv_lora_rank} + rope {model.qk_rope_head_dim}" if model.uses_mla else
-              f"{heads} KV heads/GPU x head_dim {model.head_dim} x 2 (K, V)")
     text = "\n".join([
-        f"{model.name}: {model.num_hidden_layers} layers, {layout}, {args.dtype}, tp={args.tp}"
-        + (f", sliding_window={model.sliding_window}" if model.sliding_window else ""),
-        f"  per token (all layers, one GPU): {per_token:,} B",
+        f"{model.name}: {model.num_hidden_layers} layers, {args.dtype}, tp={args.tp}",
+        *(_kind_text(row) for row in kinds),
+        f"  per token (every KV layer, one GPU): {per_token:,} B; at {args.tokens:,} tokens: "
+        f"{total / (args.tokens * args.batch):,.0f} B per token",
         f"  {args.batch} x {args.tokens} tokens: {format_bytes(total)}",
+        *(f"  note: {n}" for n in model.notes),
     ])
     return emit(data, text, args.json)
 
 
 def comm_main(argv: list[str]) -> int:
-    from ringlab.calc import grad_comm_bytes, parse_count, parse_size
+    from ringlab.calc import get_model, grad_comm_bytes, parse_count, parse_size
 
     p = argparse.ArgumentParser(prog="ringlab calc comm",
                                 description="Bytes each rank sends per optimizer step, and model-state memory per GPU.")
     p.add_argument("--strategy", required=True, help="ddp, zero1, zero2, fsdp_shard_grad_op, fsdp_full_shard (zero3), hybrid_shard")
-    p.add_argument("--params", required=True, help="parameter count, e.g. 7e9 or 7B (B = billion here)")
-    p.add_argument("--world-size", type=int, required=True, help="data-parallel ranks")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--params", help="parameter count, e.g. 7e9 or 7B (B = billion here)")
+    source.add_argument("--model", help="model preset or config.json path: its parameter count, layer by layer")
+    p.add_argument("--world-size", type=int, default=None, help="data-parallel ranks (default with --topology: all its GPUs)")
     p.add_argument("--dtype", default="bf16", help="dtype of parameters and gradients (default bf16)")
     p.add_argument("--gpus-per-node", type=int, default=None, help="for hybrid_shard")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (default 1)")
     p.add_argument("--bandwidth", default=None, help="link bandwidth per direction per second, e.g. 450GB; adds a time estimate")
     p.add_argument("--alpha-us", type=float, default=0.0, help="per-step latency in microseconds (with --bandwidth)")
+    p.add_argument("--topology", default=None, help="cluster preset of ringlab.topology (dgx-h100, ...): time from its "
+                                                    "NVLink domains and rails instead of one link")
+    p.add_argument("--nodes", type=int, default=None, help="nodes of --topology (default: world size / GPUs per node)")
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)
     try:
-        result = grad_comm_bytes(args.strategy, parse_count(args.params), args.world_size, args.dtype,
+        n_params = get_model(args.model).param_count() if args.model else parse_count(args.params)
+        cluster = _comm_cluster(args)
+        if args.world_size is None:
+            raise ValueError("--world-size is required (or --topology with --nodes)")
+        result = grad_comm_bytes(args.strategy, n_params, args.world_size, args.dtype,
                                  gpus_per_node=args.gpus_per_node, grad_accum_steps=args.grad_accum)
         link = None
         if args.bandwidth is not None:
             link = SimpleNamespace(alpha=args.alpha_us * 1e-6, bandwidth=parse_size(args.bandwidth))
-        seconds = result.time(link) if link else None
+        seconds = result.time(link) if link else result.time_on_cluster(cluster) if cluster else None
     except (ValueError, TypeError) as e:
         return fail(p.prog, e)
     data = {
@@ -114,8 +141,40 @@ def comm_main(argv: list[str]) -> int:
                            "optimizer_states": result.memory.optimizer_states, "total": result.memory.total},
         "time_s": seconds, "notes": list(result.notes),
     }
+    if cluster is not None:
+        data["topology"] = {"name": cluster.name, "nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node}
     text = result.summary() + (f"\n  time at {args.bandwidth}/s per direction: {seconds * 1e3:,.1f} ms" if link else "")
+    if cluster is not None:
+        text += (f"\n  time on {cluster.nodes} x {cluster.name} (NCCL-style rings; world groups cross the node on all "
+                 f"{cluster.nics_per_node} NICs): {seconds * 1e3:,.1f} ms")
     return emit(data, text, args.json)
+
+
+def _comm_cluster(args):
+    """The cluster of ``--topology``/``--nodes`` (None without them); fills --world-size and --gpus-per-node."""
+    if args.topology is None:
+        if args.nodes is not None:
+            raise ValueError("--nodes needs --topology")
+        return None
+    if args.bandwidth is not None:
+        raise ValueError("--bandwidth times one flat link; --topology times the cluster: give one of them")
+    from ringlab.topology import get_cluster
+
+    g = get_cluster(args.topology).gpus_per_node
+    nodes = args.nodes
+    if nodes is None:
+        if args.world_size is None or args.world_size % g:
+            raise ValueError(f"--topology {args.topology} has {g} GPUs per node: give --nodes, or a --world-size "
+                             f"that is a multiple of {g}")
+        nodes = args.world_size // g
+    cluster = get_cluster(args.topology, nodes)
+    if args.world_size is None:
+        args.world_size = cluster.world_size
+    elif args.world_size != cluster.world_size:
+        raise ValueError(f"--world-size {args.world_size} differs from --nodes {nodes} x {g} GPUs = {cluster.world_size}")
+    if args.gpus_per_node is None and args.strategy.replace("-", "_") in ("hybrid_shard",):
+        args.gpus_per_node = g
+    return cluster
 
 
 def _usage() -> str:

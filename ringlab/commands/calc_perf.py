@@ -53,6 +53,10 @@ def decode_main(argv: list[str]) -> int:
     p.add_argument("--fabric", default=None,
                    help="link for the TP all-reduces, a preset of ringlab.collectives.cost (e.g. nvlink4) with its "
                         "latency; default: the chip's NVLink bandwidth with zero latency")
+    p.add_argument("--topology", default=None,
+                   help="cluster preset of ringlab.topology: the TP all-reduces run as NCCL-style rings over the "
+                        "GPUs the TP group spans (inside one NVLink domain when --tp fits in a node)")
+    p.add_argument("--nodes", type=int, default=None, help="nodes of --topology (default: as many as --tp needs)")
     p.add_argument("--memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION,
                    help=f"share of GPU memory for weights + KV (default {DEFAULT_MEMORY_FRACTION}, vLLM's)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -62,10 +66,20 @@ def decode_main(argv: list[str]) -> int:
     data, text = {}, []
     try:
         link = None
+        if args.fabric is not None and args.topology is not None:
+            raise ValueError("--fabric is one flat link and --topology a cluster: give one of them")
+        if args.nodes is not None and args.topology is None:
+            raise ValueError("--nodes needs --topology")
         if args.fabric is not None:
             from ringlab.collectives.cost import get_link
 
             link = get_link(args.fabric)
+        if args.topology is not None:
+            link = _tp_link(args.topology, args.nodes, args.tp)
+            data["topology"] = {"name": args.topology, "tp_link": link.name, "alpha_s": link.alpha,
+                                "bandwidth_Bps": link.bandwidth}
+            text.append(f"TP all-reduce over {args.tp} GPU(s) of {args.topology}: {link.name}, alpha "
+                        f"{link.alpha * 1e6:g} us per step, {link.bandwidth / 1e9:g} GB/s")
         common = dict(dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp)
         if args.sla_ms is not None:
             sla = max_batch_for_sla(args.model, args.hardware, args.context, args.sla_ms / 1e3,
@@ -88,6 +102,16 @@ def decode_main(argv: list[str]) -> int:
     except (ValueError, TypeError) as e:
         return fail(p.prog, e)
     return emit(data, "\n".join(text), args.json)
+
+
+def _tp_link(topology: str, nodes: int | None, tp: int):
+    """The ring all-reduce of a TP group of ``tp`` consecutive ranks on the cluster, as one alpha-beta link."""
+    from ringlab.topology import get_cluster
+    from ringlab.topology.timing import group_cluster, ring_link
+
+    g = get_cluster(topology).gpus_per_node
+    cluster = get_cluster(topology, nodes if nodes is not None else max(1, -(-tp // g)))
+    return ring_link(group_cluster(cluster, tp), "all_reduce")
 
 
 def bubble_main(argv: list[str]) -> int:

@@ -1,40 +1,52 @@
-"""``ringlab check``: grade your exercise files, or show progress over all of them."""
+"""``ringlab check``: grade your exercise files, or show progress over all of them.
+
+Each file is graded in a child process with a time limit (``--timeout``, default 300 s), so code
+that loops forever, calls ``sys.exit`` or crashes the interpreter is reported as such.
+Exit status: 0 passed, 1 wrong or not attempted, 2 usage error, 3 your code timed out, exited
+or crashed (the message says which).
+"""
 
 from __future__ import annotations
 
-import argparse
-
-from ringlab.check import EXERCISES, grade, load
+from ringlab import cli_args
+from ringlab.check import EXERCISES
+from ringlab.check.isolated import DEFAULT_TIMEOUT, grade_isolated
 from ringlab.check.loader import exercise_dir
 
+EXIT_NOT_GRADED = 3
 
-def progress_table() -> str:
+
+def progress_table(timeout: float = DEFAULT_TIMEOUT) -> str:
     """Where the exercises are loaded from, then one line per exercise: id, card, status, title."""
-    from ringlab.check.topics import progress
+    from ringlab.check.topics import Progress
 
-    return f"exercises in {exercise_dir()}\n{progress()}"
+    rows = [(ex, grade_isolated(ex_id, timeout=timeout)) for ex_id, ex in EXERCISES.items()]
+    return f"exercises in {exercise_dir()}\n{Progress(rows)}"
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ringlab check", description=__doc__)
-    parser.add_argument("exercise", nargs="?", help=f"exercise id: {', '.join(sorted(EXERCISES))}")
-    parser.add_argument("--file", help="grade this file instead of exercises/<exercise>.py")
+    parser = cli_args.ArgumentParser(prog="ringlab check", description=__doc__.splitlines()[0])
+    parser.add_argument("exercise", nargs="?", type=cli_args.text(max_len=64),
+                        help=f"exercise id: {', '.join(sorted(EXERCISES))}")
+    parser.add_argument("--file", type=cli_args.text(), help="grade this file instead of exercises/<exercise>.py")
     parser.add_argument("--all", action="store_true", help="grade every exercise and print a progress table")
+    parser.add_argument("--timeout", type=cli_args.duration(max=86400.0), default=DEFAULT_TIMEOUT,
+                        help=f"seconds each exercise may run (default {DEFAULT_TIMEOUT:g}; 90s, 5min also work)")
     args = parser.parse_args(argv)
     if args.all:
-        print(progress_table())
+        print(progress_table(args.timeout))
         return 0
     if not args.exercise:
         parser.error("name an exercise (e.g. ex01) or use --all")
     if args.exercise not in EXERCISES:
         parser.error(f"unknown exercise {args.exercise!r}; choose from {', '.join(sorted(EXERCISES))}")
     if args.file:
-        try:
-            fn = load(args.exercise, args.file)
-        except Exception as exc:  # missing file, syntax error, missing function: say which
-            parser.exit(2, f"ringlab check: cannot load {args.file}: {type(exc).__name__}: {exc}\n")
-        result = grade(args.exercise, fn)
-    else:
-        result = grade(args.exercise)
+        import os
+
+        if not os.path.isfile(args.file):
+            parser.exit(2, f"ringlab check: error: argument --file: no such file: {args.file!r}\n")
+    result = grade_isolated(args.exercise, args.file, timeout=args.timeout)
     print(result)
+    if result.outcome != "graded":
+        return EXIT_NOT_GRADED
     return 0 if result.passed else 1

@@ -1,7 +1,10 @@
-"""``ringlab cost``: bytes per rank, steps and alpha-beta time of every algorithm of a collective.
+"""``ringlab cost``: bytes per rank, steps and time of every algorithm of a collective, on one link or a cluster.
 
-Example: ``ringlab cost --collective all_reduce --world-size 64 --size 1GiB --fabric nvlink4``.
-The model and its sources are in :mod:`ringlab.collectives.cost`.
+Examples: ``ringlab cost --collective all_reduce --world-size 64 --size 1GiB --fabric nvlink4`` (one flat
+link, the alpha-beta model of :mod:`ringlab.collectives.cost`); ``ringlab cost --topology dgx-h100
+--nodes 2 --size 1GiB`` (every algorithm routed on a cluster: step-model time, busbw, the line-rate
+ceiling, the bottleneck link, bytes per link class and the share of traffic that leaves the node;
+:mod:`ringlab.topology`).
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ import sys
 from ringlab.collectives import COLLECTIVES
 from ringlab.collectives.cost import LARGE_MESSAGE_ALGORITHM, LINKS, Link, cost_table, crossover, get_link, linear_cost
 from ringlab.calc.units import parse_size
+from ringlab.topology import FABRICS, PRESETS, PROTOCOLS, cluster_schedules, cost_of, custom_cluster, get_cluster
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ringlab cost", description=__doc__.splitlines()[0])
     p.add_argument("--collective", default="all_reduce", choices=COLLECTIVES)
-    p.add_argument("--world-size", type=int, default=64, help="number of ranks N (default 64)")
+    p.add_argument("--world-size", type=int, help="number of ranks N (default 64; with --topology, nodes x GPUs)")
     p.add_argument("--size", default="1GiB",
                    help="message size S as nccl-tests defines it, e.g. 1GiB, 64MB, 4096 (default 1GiB)")
     p.add_argument("--fabric", default="nvlink4", help=f"link preset: {', '.join(LINKS)} (default nvlink4)")
@@ -26,6 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bandwidth", type=float, help="override the preset's bandwidth, bytes/s per direction")
     p.add_argument("--gamma", type=float, default=0.0, help="seconds per byte reduced (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    c = p.add_argument_group("cluster (ringlab.topology)")
+    c.add_argument("--topology", help=f"cluster preset: {', '.join(PRESETS)}, or custom (with the flags below)")
+    c.add_argument("--nodes", type=int, default=1, help="nodes (NVLink domains) of the cluster (default 1)")
+    c.add_argument("--channels", type=int, help="rings / tree pairs NCCL-style (default: one per GPU, at most 16)")
+    c.add_argument("--algorithm", help="only this algorithm (flat or topology-aware)")
+    c.add_argument("--protocol", choices=tuple(PROTOCOLS), help="NCCL protocol efficiency (default simple = 1)")
+    c.add_argument("--gpus-per-node", type=int, help="custom: GPUs per node")
+    c.add_argument("--gpu-gbs", type=float, help="custom: GB/s per GPU per direction (per link for --intra mesh)")
+    c.add_argument("--intra", choices=FABRICS, default="nvswitch", help="custom: how GPUs in a node connect")
+    c.add_argument("--nics", type=int, default=0, help="custom: NICs per node")
+    c.add_argument("--nic-gbps", type=float, default=0.0, help="custom: Gb/s per NIC, as sold (400 for NDR)")
     return p
 
 
@@ -43,10 +58,104 @@ def _format(rows: list[dict], header: str) -> str:
     return "\n".join(lines)
 
 
+_FLAT_ONLY = ("alpha", "bandwidth")
+
+
+def _cluster(args):
+    if args.topology == "custom":
+        if not args.gpus_per_node or not args.gpu_gbs:
+            raise ValueError("--topology custom needs --gpus-per-node and --gpu-gbs (and --nics, --nic-gbps for "
+                             "more than one node)")
+        return custom_cluster(args.nodes, args.gpus_per_node, args.gpu_gbs * 1e9, nics_per_node=args.nics,
+                              nic_gbps=args.nic_gbps, fabric=args.intra)
+    for flag in ("gpus_per_node", "gpu_gbs"):
+        if getattr(args, flag) is not None:
+            raise ValueError(f"--{flag.replace('_', '-')} applies to --topology custom only")
+    if args.nics or args.nic_gbps:
+        raise ValueError("--nics and --nic-gbps apply to --topology custom only")
+    return get_cluster(args.topology, args.nodes)
+
+
+def _cluster_rows(args, cluster, size: int) -> tuple[list[dict], list[tuple[str, str]]]:
+    rows, skipped = [], []
+    for name, sched, why in cluster_schedules(args.collective, cluster, args.channels,
+                                              [args.algorithm] if args.algorithm else None):
+        if sched is None:
+            skipped.append((name, why))
+            continue
+        c = cost_of(sched, cluster, size, args.protocol)
+        rows.append({"algorithm": name, "seconds": c.seconds, "algbw": c.algbw, "busbw": c.busbw, "steps": c.steps,
+                     "line_rate_seconds": c.line_rate_seconds, "line_rate_busbw": c.line_rate_busbw,
+                     "bottleneck": c.bottleneck, "bottleneck_class": c.bottleneck_class,
+                     "bytes_per_link_class": c.bytes_per_class, "inter_node_fraction": c.inter_node_fraction,
+                     "bytes_moved": c.bytes_moved})
+    return rows, skipped
+
+
+def _format_cluster(rows: list[dict], header: str) -> str:
+    head = ["algorithm", "steps", "time (us)", "busbw GB/s", "line-rate busbw", "bottleneck", "leaves node",
+            "busiest NIC GB", "busiest GPU link GB"]
+    cells = []
+    for r in rows:
+        per = r["bytes_per_link_class"]
+        gpu_max = max((per[k]["max"] for k in ("nvlink", "xgmi") if k in per), default=per["pcie"]["max"])
+        cells.append([r["algorithm"], str(r["steps"]), f"{r['seconds'] * 1e6:,.1f}",
+                      "-" if r["busbw"] is None else f"{r['busbw'] / 1e9:.1f}",
+                      "-" if r["line_rate_busbw"] is None else f"{r['line_rate_busbw'] / 1e9:.1f}",
+                      r["bottleneck"] or "-", f"{r['inter_node_fraction']:.1%}",
+                      f"{per['nic']['max'] / 1e9:.3f}" if "nic" in per else "-", f"{gpu_max / 1e9:.3f}"])
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:<{w}}}" if i in (0, 5) else f"{{:>{w}}}" for i, w in enumerate(widths))
+    return "\n".join([header, fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*c) for c in cells])
+
+
+def _main_cluster(parser, args) -> int:
+    try:
+        for flag in _FLAT_ONLY:
+            if getattr(args, flag) is not None:
+                raise ValueError(f"--{flag} sets the flat link; with --topology the cluster's links are used")
+        if args.gamma:
+            raise ValueError("--gamma applies to the flat alpha-beta model only")
+        cluster = _cluster(args)
+        if args.world_size is not None and args.world_size != cluster.world_size:
+            raise ValueError(f"--world-size {args.world_size} disagrees with {cluster.nodes} node(s) x "
+                             f"{cluster.gpus_per_node} GPUs = {cluster.world_size}; leave it out with --topology")
+        size = parse_size(args.size)
+        rows, skipped = _cluster_rows(args, cluster, size)
+    except (ValueError, TypeError) as exc:
+        parser.exit(2, f"ringlab cost: error: {exc}\n")
+    if args.json:
+        print(json.dumps({"collective": args.collective, "world_size": cluster.world_size, "message_bytes": size,
+                          "topology": {"name": cluster.name, "nodes": cluster.nodes,
+                                       "gpus_per_node": cluster.gpus_per_node, "fabric": cluster.fabric,
+                                       "gpu_bandwidth_Bps": cluster.gpu_bandwidth, "nics_per_node": cluster.nics_per_node,
+                                       "nic_gbps": cluster.nic_gbps, "nic_bandwidth_Bps": cluster.nic_bandwidth,
+                                       "nvls": cluster.nvls, "sharp": cluster.sharp, "source": cluster.source},
+                          "protocol": args.protocol or "simple", "algorithms": rows,
+                          "skipped": [{"algorithm": n, "why": w} for n, w in skipped]}, indent=2))
+        return 0
+    header = (f"{args.collective}, S={size:,} B ({size / 1e9:.3f} GB, {size / 2**30:.3f} GiB) on {cluster.describe()}")
+    print(_format_cluster(rows, header))
+    for name, why in skipped:
+        print(f"{name}: not run ({why})")
+    print("model: each step costs its latency plus its busiest link's bytes over that link's bandwidth; line-rate "
+          "busbw: the busiest link of the whole run saturated (the ceiling). See ringlab.topology.timing")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.topology is not None:
+        return _main_cluster(parser, args)
+    if args.world_size is None:
+        args.world_size = 64
     try:
+        for flag in ("channels", "algorithm", "protocol", "gpus_per_node", "gpu_gbs"):
+            if getattr(args, flag) is not None:
+                raise ValueError(f"--{flag.replace('_', '-')} needs --topology")
+        if args.nodes != 1 or args.nics or args.nic_gbps:
+            raise ValueError("--nodes, --nics and --nic-gbps need --topology")
         link = get_link(args.fabric)
         if args.alpha is not None or args.bandwidth is not None:
             link = Link(f"{link.name} (custom)", args.alpha if args.alpha is not None else link.alpha,

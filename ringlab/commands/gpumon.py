@@ -1,40 +1,21 @@
 """``ringlab gpumon``: append per-GPU utilization and memory to a CSV log until told to stop.
 
 Example: ``ringlab gpumon --interval 5 --out gpus.csv`` (Ctrl-C or SIGTERM ends it after the
-tick in progress, exit status 0). The log schema is documented in :mod:`ringlab.labs.gpumon`.
-Exit status 2: bad options, a log file that is not a gpumon log, or ``--backend nvml``
-without nvidia-ml-py.
+tick in progress, which gets at most 2 s more, exit status 0). The log schema is documented in
+:mod:`ringlab.labs.gpumon`. Exit status 2: bad options, a log file that is not a gpumon log, or
+``--backend nvml`` without nvidia-ml-py; 1: the log could not be written (disk full, I/O error;
+every tick written before is intact).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import signal
 import sys
 import threading
 
+from ringlab import cli_args
 from ringlab.labs import gpumon
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number of seconds > 0")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
-    return value
 
 
 @contextlib.contextmanager
@@ -49,31 +30,41 @@ def _stop_on_signals(stop: threading.Event):
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.ArgumentParser(
         prog="ringlab gpumon",
         description="Sample per-GPU utilization and memory into an append-only CSV log "
         "(schema: python -c 'import ringlab.labs.gpumon as g; help(g)').",
     )
-    parser.add_argument("--interval", type=_seconds, default=5.0, help="seconds between ticks (default 5)")
-    parser.add_argument("--out", required=True, help="CSV log to append to (created if missing)")
+    parser.add_argument("--interval", type=cli_args.duration(max=86400.0), default=5.0,
+                        help="seconds between ticks, or with a unit: 500ms, 1min (default 5; at most a day)")
+    parser.add_argument("--out", required=True, type=cli_args.output_file,
+                        help="CSV log to append to (created if missing)")
     limit = parser.add_mutually_exclusive_group()
-    limit.add_argument("--count", type=_count, help="stop after this many ticks")
-    limit.add_argument("--duration", type=_seconds, help="stop before the first tick due this many seconds after the start")
+    limit.add_argument("--count", type=cli_args.integer(min=1, max=10**9), help="stop after this many ticks")
+    limit.add_argument("--duration", type=cli_args.duration(max=gpumon.MAX_SECONDS),
+                       help="stop before the first tick due this many seconds after the start (e.g. 90, 8h)")
     parser.add_argument("--backend", choices=gpumon.BACKENDS, default="auto",
                         help="nvml (nvidia-ml-py), smi (nvidia-smi) or auto: nvml when it initialises, else smi")
-    parser.add_argument("--smi-timeout", type=_seconds, default=10.0,
+    parser.add_argument("--smi-timeout", type=cli_args.duration(max=3600.0), default=10.0,
                         help="seconds before a silent nvidia-smi is killed and an error row written (default 10)")
+    parser.add_argument("--nvml-timeout", type=cli_args.duration(max=3600.0), default=10.0,
+                        help="seconds an NVML call may take before it is abandoned and an error row written "
+                             "(default 10)")
     args = parser.parse_args(argv)
 
     try:
-        sampler = gpumon.open_sampler(args.backend, args.smi_timeout)
+        sampler = gpumon.open_sampler(args.backend, args.smi_timeout, args.nvml_timeout)
     except ImportError as exc:
         print(f"ringlab gpumon: {exc}", file=sys.stderr)
         return 2
+
+    def notice(text: str) -> None:
+        print(f"ringlab gpumon: {text}", file=sys.stderr, flush=True)
+
     try:
-        log = gpumon.GpumonLog(args.out)
+        log = gpumon.GpumonLog(args.out, on_notice=notice)
     except (ValueError, OSError) as exc:
-        print(f"ringlab gpumon: {exc}", file=sys.stderr)
+        print(f"ringlab gpumon: error: {exc}", file=sys.stderr)
         sampler.close()
         return 2
     stop = threading.Event()
@@ -84,6 +75,10 @@ def main(argv: list[str]) -> int:
     with log, _stop_on_signals(stop):
         try:
             ticks = gpumon.run(sampler, log, interval=args.interval, count=args.count, duration=args.duration, stop=stop)
+        except gpumon.LogWriteError as exc:
+            print(f"ringlab gpumon: error: {exc.strerror}; stopped after {exc.ticks} ticks, every one of them "
+                  f"intact in {args.out}", file=sys.stderr)
+            return 1
         finally:
             sampler.close()
     print(f"ringlab gpumon: {ticks} ticks appended to {args.out}", file=sys.stderr)

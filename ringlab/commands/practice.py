@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
-
+from ringlab import cli_args
 from ringlab.check.cards import card_ids, load_card
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ringlab practice", description=__doc__)
-    parser.add_argument("card", nargs="?", help="card id, e.g. P2 (omit to list the cards)")
+    parser = cli_args.ArgumentParser(prog="ringlab practice", description=__doc__)
+    parser.add_argument("card", nargs="?", type=cli_args.text(max_len=64), help="card id, e.g. P2 (omit to list the cards)")
     parser.add_argument("--reveal", action="store_true", help="print the answer without waiting for Enter")
     args = parser.parse_args(argv)
     if not args.card:

@@ -6,42 +6,58 @@ import argparse
 import re
 import sys
 
+from ringlab import cli_args
 from ringlab.calc.units import parse_size
 from ringlab.sim.ops import OPS, resolve_dtype
 from ringlab.collectives import ALGORITHMS, COLLECTIVES
-from ringlab.sim.verify import DEFAULT_WORLD_SIZES, INPUTS, verify
+from ringlab.sim.memory import InsufficientMemory
+from ringlab.sim.verify import DEFAULT_WORLD_SIZES, INPUTS, MAX_WORLD_SIZE, MAX_WORLD_SIZES_LISTED, verify
+
 
 def parse_world_sizes(text: str) -> list[int]:
-    """``"1-16,24,32"`` -> [1, ..., 16, 24, 32]. Raises ValueError."""
+    """``"1-16,24,32"`` -> [1, ..., 16, 24, 32]: sizes in 1..MAX_WORLD_SIZE, at most
+    MAX_WORLD_SIZES_LISTED of them, checked before any list is built. Raises ValueError."""
     sizes: list[int] = []
     for part in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        m = re.fullmatch(r"\s*([0-9]{1,7})\s*(?:-\s*([0-9]{1,7})\s*)?", part, re.ASCII)
         if not m:
-            raise ValueError(f"cannot read world sizes {text!r}; write e.g. 1-16,24,32")
+            raise ValueError(f"cannot read world sizes {text[:80]!r}; write e.g. 1-16,24,32 "
+                             f"(each size 1..{MAX_WORLD_SIZE})")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         if hi < lo:
             raise ValueError(f"world size range {part.strip()!r} is reversed; write {hi}-{lo}")
+        if lo < 1 or hi > MAX_WORLD_SIZE:
+            raise ValueError(f"world size range {part.strip()!r}: sizes must be in 1..{MAX_WORLD_SIZE}")
+        if len(sizes) + hi - lo + 1 > MAX_WORLD_SIZES_LISTED:
+            raise ValueError(f"world sizes {text[:80]!r} list more than {MAX_WORLD_SIZES_LISTED:,} runs")
         sizes.extend(range(lo, hi + 1))
     return sizes
 
 
+def _world_sizes(text: str) -> list[int]:
+    try:
+        return parse_world_sizes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ringlab verify", description=__doc__)
-    p.add_argument("--world-sizes", default=None,
+    p = cli_args.ArgumentParser(prog="ringlab verify", description=__doc__)
+    p.add_argument("--world-sizes", type=_world_sizes, default=None,
                    help="comma list with ranges, e.g. 1-16,24,32 (default: 1-16,24,32,64,128)")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--numel", type=int, help="elements per rank (random input; default 1000003)")
-    size.add_argument("--size", help="message bytes per rank, e.g. 64MiB or 1GB (random input)")
-    p.add_argument("--dtype", default="float32", help="float32, float16, bf16, float64, int8..int64, uint8..uint64")
+    size.add_argument("--numel", type=cli_args.count(min=0), help="elements per rank (random input; default 1000003)")
+    size.add_argument("--size", type=cli_args.text(), help="message bytes per rank, e.g. 64MiB or 1GB (random input)")
+    p.add_argument("--dtype", type=cli_args.text(), default="float32", help="float32, float16, bf16, float64, int8..int64, uint8..uint64")
     p.add_argument("--op", default="sum", choices=OPS)
     p.add_argument("--input", default="gradients", choices=INPUTS,
                    help="gradients: a real torch transformer block's per-rank gradients (default); random: seeded noise")
     p.add_argument("--collective", default="all_reduce", choices=COLLECTIVES)
-    p.add_argument("--algorithm", default=None,
+    p.add_argument("--algorithm", type=cli_args.text(), default=None,
                    help="default: ring where the collective has it, else its first algorithm. Pairs: "
                         + ", ".join(f"{c}/{a}" for c, a in ALGORITHMS))
-    p.add_argument("--root", type=int, default=0, help="root rank of broadcast / reduce (default 0)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--root", type=cli_args.integer(min=0, max=MAX_WORLD_SIZE - 1), default=0, help="root rank of broadcast / reduce (default 0)")
+    p.add_argument("--seed", type=cli_args.integer(min=0, max=2**63 - 1), default=0)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
 
@@ -50,11 +66,11 @@ def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else list(DEFAULT_WORLD_SIZES)
+        sizes = args.world_sizes or list(DEFAULT_WORLD_SIZES)
         numel = args.numel
         if args.size is not None:
             itemsize = resolve_dtype(args.dtype).itemsize
-            nbytes = parse_size(args.size)
+            nbytes = parse_size(args.size, "--size")
             if nbytes % itemsize:
                 raise ValueError(f"--size {args.size} is not a multiple of the {args.dtype} item size ({itemsize} B)")
             numel = nbytes // itemsize
@@ -63,7 +79,7 @@ def main(argv: list[str]) -> int:
                              "(the gradient bucket has the model's parameter count)")
         report = verify(sizes, numel=numel, dtype=args.dtype, op=args.op, input=args.input,
                         collective=args.collective, seed=args.seed, algorithm=args.algorithm, root=args.root)
-    except (ValueError, TypeError, ImportError) as exc:
+    except (ValueError, TypeError, ImportError, InsufficientMemory) as exc:
         parser.exit(2, f"ringlab verify: error: {exc}\n")
     print(report.to_json() if args.json else report.table())
     return 0 if report.ok else 1

@@ -6,13 +6,15 @@ this package does not import torch; calling its functions does (``pip install 'r
 """
 
 from .collectives import RankResult, ring_all_gather, ring_all_reduce, ring_reduce_scatter, run_schedule
-from .launch import LaunchTimeout, RankError, launch
+from .launch import LaunchInterrupted, LaunchTimeout, RankError, launch, max_local_ranks
 
 __all__ = [
+    "LaunchInterrupted",
     "LaunchTimeout",
     "RankError",
     "RankResult",
     "launch",
+    "max_local_ranks",
     "ring_all_gather",
     "ring_all_reduce",
     "ring_reduce_scatter",

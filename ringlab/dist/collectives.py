@@ -82,18 +82,21 @@ def _rank_steps(schedule: Schedule, rank: int, sizes: np.ndarray) -> tuple[tuple
     of the step targets it; otherwise it lands in scratch and is applied after the step.
     """
     steps, scratch_need = [], 0
-    for step in schedule.steps:
-        sends = tuple((t.chunk, t.dst) for t in step if t.src == rank)
-        mine = [t for t in step if t.dst == rank]
+    for step in schedule.steps:  # numpy per step: a rank's share is found without a loop over transfers
+        e = step.expanded()
+        out = e.src == rank
+        sends = tuple(zip(e.chunk[out].tolist(), e.dst[out].tolist()))
+        into = e.dst == rank
+        mine = list(zip(e.chunk[into].tolist(), e.src[into].tolist(), e.reduce[into].tolist()))
         sent_chunks = {c for c, _ in sends}
-        targets = [t.chunk for t in mine]
+        targets = [c for c, _, _ in mine]
         recvs, offset = [], 0
-        for t in mine:
-            if not t.reduce and t.chunk not in sent_chunks and targets.count(t.chunk) == 1:
-                recvs.append(_Recv(t.chunk, t.src, False, None))
+        for chunk, src, reduce in mine:
+            if not reduce and chunk not in sent_chunks and targets.count(chunk) == 1:
+                recvs.append(_Recv(chunk, src, False, None))
             else:
-                recvs.append(_Recv(t.chunk, t.src, t.reduce, offset))
-                offset += int(sizes[t.chunk])
+                recvs.append(_Recv(chunk, src, reduce, offset))
+                offset += int(sizes[chunk])
         scratch_need = max(scratch_need, offset)
         steps.append(_Step(sends, tuple(recvs), bool(sent_chunks & set(targets))))
     return tuple(steps), scratch_need
@@ -219,7 +222,10 @@ def run_schedule(schedule: Schedule, buffer, op: str = "sum", group=None) -> tup
         raise ValueError(f"schedule is for world_size={schedule.world_size} but the group has {world_size} ranks")
     numel = buffer.numel()
     steps, scratch_need = _rank_steps(schedule, rank, chunk_sizes(numel, schedule.num_chunks))
-    return _execute(steps, scratch_need, buffer, chunk_bounds(numel, schedule.num_chunks), op, group, peer)
+    sent, received = _execute(steps, scratch_need, buffer, chunk_bounds(numel, schedule.num_chunks), op, group, peer)
+    if op == "avg":  # the sum, then one division by world_size, as the ring entry points and the simulator do
+        buffer.div_(world_size)
+    return sent, received
 
 
 def _run_ring(builder, buffer, op: str, group) -> tuple[int, int]:

@@ -60,10 +60,26 @@ Row kinds
 Within a tick: ``error`` rows first, then per GPU in the order reported ``back`` (if any) and
 ``sample``, then ``lost`` rows by index.
 
-Durability: the log is opened for appending and never truncated; the header is written only
-to an empty file, and a file whose first line is another header is refused (``ValueError``).
-Each tick is written with one ``write`` followed by ``flush`` and ``os.fsync``, so a crash
-loses at most the tick in progress.
+Repeats are not logged: an ``error`` row identical to one of the previous tick (same GPU, code and
+message) is left out until the error goes away and comes back. A metric that nvidia-smi replaces
+by a failure placeholder (``[Insufficient Permissions]``, ``[Unknown Error]``, ``[GPU requires
+reset]``, ``ERR!``; not the plain "not available" ``[N/A]`` / ``[Not Supported]``) is left empty and
+its reason written once as an ``error`` row, ``message`` ``"<field>: <placeholder>"``, then again only
+when the reason changes.
+
+Faults: every NVML call runs in a worker thread with a deadline (``nvml_timeout``); a call that
+does not return in time is abandoned (the thread is left to finish on its own), written as an
+``error`` row, ends the tick, and NVML is shut down and initialised again on the next tick, as it
+also is after a GPU is lost. A cell longer than :data:`CELL_MAX` characters (a garbage line from a
+broken driver) is cut and ends with ``...[N chars, truncated]``; control characters become spaces.
+
+Durability: the log is opened for appending; the header is written only to an empty file, and a
+file whose first line is another header is refused (``ValueError``). Each tick is written with
+``write`` calls followed by ``os.fsync``, so a crash loses at most the tick in progress. When a
+write or fsync fails (disk full, I/O error) the partial tick is cut off again, so the file ends
+with the last whole tick, and :class:`LogWriteError` is raised. Before each tick the log checks
+that its path still names the file it has open; if the file was deleted or renamed (rotated), it
+starts a new file at the path, whose first row after the header says so.
 """
 
 from __future__ import annotations
@@ -72,13 +88,14 @@ import csv
 import io
 import math
 import os
+import queue
 import re
 import signal
 import subprocess
 import threading
 import time
 import warnings
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
@@ -98,6 +115,11 @@ MIB = 2**20
 _NUMBER = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(\S*)")
 _INDEX = re.compile(r"[0-9]+")
 _PLACEHOLDER = re.compile(r"\[.*\]|n/?a|not supported|unknown(?: error)?|-?", re.IGNORECASE)
+_NOT_AVAILABLE = re.compile(r"\[?(?:n/?a|not supported)\]?|-?", re.IGNORECASE)  # "no such counter", not a failure
+CELL_MAX = 1000  # characters per cell; nothing the driver legitimately prints is longer
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+STOP_GRACE = 2.0  # seconds a call in progress may still take once the monitor is told to stop
+MAX_SECONDS = 366 * 86400.0  # intervals, durations and timeouts: a year at most
 
 
 @dataclass(frozen=True)
@@ -117,6 +139,8 @@ class Row:
     message: str = ""
     timestamp: str = ""
     source: str = ""
+    # (field, placeholder) for each metric the driver replaced by a failure placeholder; not a column
+    notes: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -131,6 +155,8 @@ class Row:
         """Inverse of :meth:`to_record` for a ``{column: text}`` mapping; raises ValueError on bad numbers."""
         values = {}
         for f in fields(cls):
+            if f.name not in HEADER:
+                continue
             text = record[f.name]
             if f.name in ("index", "code"):
                 values[f.name] = int(text) if text else None
@@ -146,7 +172,11 @@ def _cell(value) -> str:
         return ""
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
-    return str(value)
+    text = _CONTROL.sub(" ", str(value))
+    if len(text) > CELL_MAX:
+        mark = f"...[{len(text):,} chars, truncated]"
+        text = text[:CELL_MAX - len(mark)] + mark
+    return text
 
 
 def parse_value(text: str, unit: str = "") -> float | None:
@@ -186,12 +216,16 @@ def parse_smi_csv(text: str) -> list[Row]:
             rows.append(Row("error", message=line))
             continue
         metrics = parts[-len(METRICS):]
+        values = {name: parse_value(value, unit) for name, value, unit in zip(METRICS, metrics, _METRIC_UNITS)}
+        notes = tuple((smi_field, text) for smi_field, name, text in zip(SMI_FIELDS[3:], METRICS, metrics)
+                      if values[name] is None and not _NOT_AVAILABLE.fullmatch(text))
         rows.append(Row(
             "sample",
             index=int(parts[0]),
             uuid=_text(parts[1]),
             name=_text(", ".join(parts[2:-len(METRICS)])),
-            **{name: parse_value(value, unit) for name, value, unit in zip(METRICS, metrics, _METRIC_UNITS)},
+            notes=notes,
+            **values,
         ))
     return rows
 
@@ -220,6 +254,7 @@ class SmiSampler:
     def __init__(self, timeout: float = 10.0, executable: str = "nvidia-smi", note: str = ""):
         _check_positive("smi_timeout", timeout)
         self.timeout, self.executable, self.note = timeout, executable, note
+        self.stop: threading.Event | None = None  # set by run(): cuts a wait for nvidia-smi short
 
     def describe(self) -> str:
         return f"{self.executable} (timeout {self.timeout:g} s)"
@@ -239,11 +274,20 @@ class SmiSampler:
             return [self._error(None, f"{self.executable} not found on PATH" + (f" ({self.note})" if self.note else ""))]
         except OSError as exc:
             return [self._error(None, f"cannot run {self.executable}: {exc}")]
-        try:
-            out, err = proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            _kill_session(proc)
-            return [self._error(None, f"{self.executable} gave no answer within {self.timeout:g} s and was killed")]
+        deadline, stopping = time.monotonic() + self.timeout, False
+        while True:  # wait in short slices: a stop request gives the call STOP_GRACE more seconds, no more
+            try:
+                out, err = proc.communicate(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if not stopping and self.stop is not None and self.stop.is_set():
+                    stopping, deadline = True, min(deadline, time.monotonic() + STOP_GRACE)
+                if time.monotonic() >= deadline:
+                    _kill_session(proc)
+                    if stopping:
+                        return [self._error(None, f"stopped while waiting for {self.executable}, which was killed")]
+                    return [self._error(None, f"{self.executable} gave no answer within {self.timeout:g} s "
+                                              "and was killed")]
         rows = parse_smi_csv(out)
         problems = [row.message for row in rows if row.kind == "error"]
         problems += [line.strip() for line in err.splitlines() if line.strip()]
@@ -273,54 +317,154 @@ def _kill_session(proc: subprocess.Popen) -> None:
         pass
 
 
+class NvmlTimeout(Exception):
+    """An NVML call gave no answer within its deadline and was abandoned in its worker thread."""
+
+
+class _Stopped(Exception):
+    """The monitor was told to stop while waiting for an NVML call."""
+
+
+class DeadlineCaller:
+    """Runs calls in a worker thread and waits at most ``timeout`` seconds for each.
+
+    A call that overruns is abandoned: its worker is left blocked (a daemon thread; it exits when
+    the call returns) and the next call starts a fresh worker. While ``max_stuck`` abandoned workers
+    are still blocked, no further call is made (the library is evidently wedged); :class:`NvmlTimeout`
+    says so at once. Once ``stop`` (an Event) is set, a call gets at most :data:`STOP_GRACE` more
+    seconds before it is abandoned with ``_Stopped``.
+    """
+
+    def __init__(self, timeout: float, stop: threading.Event | None = None, max_stuck: int = 4):
+        _check_positive("nvml_timeout", timeout)
+        self.timeout, self.stop, self.max_stuck = timeout, stop, max_stuck
+        self._jobs: queue.Queue | None = None
+        self._stuck: list[threading.Thread] = []
+
+    @staticmethod
+    def _serve(jobs: queue.Queue) -> None:
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            fn, args, box, done = job
+            try:
+                box["value"] = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, which decides
+                box["error"] = exc
+            done.set()
+
+    def call(self, fn, *args):
+        """``fn(*args)``, or NvmlTimeout after ``timeout`` s, or _Stopped when ``stop`` is set first."""
+        self._stuck = [t for t in self._stuck if t.is_alive()]
+        if len(self._stuck) >= self.max_stuck:
+            raise NvmlTimeout(f"{len(self._stuck)} earlier NVML calls are still blocked; not calling again "
+                              "until one returns")
+        if self._jobs is None:
+            self._jobs = queue.Queue()
+            worker = threading.Thread(target=self._serve, args=(self._jobs,), daemon=True, name="gpumon-nvml")
+            worker.start()
+            self._worker = worker
+        box: dict = {}
+        done = threading.Event()
+        self._jobs.put((fn, args, box, done))
+        deadline, stopped = time.monotonic() + self.timeout, False
+        while not done.wait(max(0.0, min(0.05, deadline - time.monotonic()))):
+            if not stopped and self.stop is not None and self.stop.is_set():
+                stopped, deadline = True, min(deadline, time.monotonic() + STOP_GRACE)
+            if time.monotonic() >= deadline:
+                self._jobs.put(None)  # the worker exits once the blocked call returns
+                self._stuck.append(self._worker)
+                self._jobs = None
+                if stopped:
+                    raise _Stopped()
+                raise NvmlTimeout(f"no answer within {self.timeout:g} s; the call was abandoned")
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def close(self) -> None:
+        if self._jobs is not None:
+            self._jobs.put(None)
+            self._jobs = None
+
+
+NVML_ERROR_GPU_IS_LOST = 15  # nvmlReturn_t values (NVML API reference)
+
+
 class NvmlSampler:
     """Backend on the NVML bindings module ``nvml`` (``pynvml`` or a stand-in with the same names).
 
     ``nvmlInit`` is retried on every tick until it succeeds, and again after a failure to count
-    devices (the driver may have been reloaded), so a monitor started before the driver keeps going.
+    devices (the driver may have been reloaded), after a GPU is lost or a device call fails to
+    give a handle, and after a call overran ``timeout`` seconds (see :class:`DeadlineCaller`),
+    so a monitor started before the driver, or across a GPU reset, keeps going.
     """
 
     source = "nvml"
 
-    def __init__(self, nvml):
+    def __init__(self, nvml, timeout: float = 10.0):
         self._nvml = nvml
         self._ready = False
+        self._reinit = False
+        self.stop: threading.Event | None = None  # set by run()
+        self._caller = DeadlineCaller(timeout)
 
     def describe(self) -> str:
-        return "NVML (nvidia-ml-py)"
+        return f"NVML (nvidia-ml-py, {self._caller.timeout:g} s per call)"
+
+    def _call(self, name: str, *args):
+        self._caller.stop = self.stop
+        return self._caller.call(getattr(self._nvml, name), *args)
 
     def start(self) -> None:
-        """Initialise NVML now; raises ``nvml.NVMLError`` when it cannot."""
-        self._nvml.nvmlInit()
+        """Initialise NVML now; raises ``nvml.NVMLError`` when it cannot, NvmlTimeout when it hangs."""
+        self._call("nvmlInit")
         self._ready = True
 
     def sample(self) -> list[Row]:
+        errors: list[Row] = []
+        samples: list[Row] = []
+        try:
+            self._sample(errors, samples)
+        except NvmlTimeout as exc:
+            errors.append(Row("error", message=f"NVML: {exc}; NVML is initialised again next tick"))
+            self._ready, self._reinit = False, False  # no nvmlShutdown: it would queue behind the blocked call
+        except _Stopped:
+            errors.append(Row("error", message="NVML: stopped while waiting for a call"))
+        return errors + samples
+
+    def _sample(self, errors: list[Row], samples: list[Row]) -> None:
         nv = self._nvml
+        if self._reinit:
+            self.close()
+            self._reinit = False
         try:
             if not self._ready:
                 self.start()
-            count = nv.nvmlDeviceGetCount()
+            count = self._call("nvmlDeviceGetCount")
         except nv.NVMLError as exc:
             self.close()
-            return [Row("error", code=exc.value, message=f"NVML: {exc}")]
-        errors, samples = [], []
+            errors.append(Row("error", code=exc.value, message=f"NVML: {exc}"))
+            return
         for index in range(count):
             try:
-                handle = nv.nvmlDeviceGetHandleByIndex(index)
+                handle = self._call("nvmlDeviceGetHandleByIndex", index)
             except nv.NVMLError as exc:
                 errors.append(Row("error", index=index, code=exc.value, message=f"nvmlDeviceGetHandleByIndex: {exc}"))
+                self._reinit = True
                 continue
             identity = {}
             for key, call in (("uuid", "nvmlDeviceGetUUID"), ("name", "nvmlDeviceGetName")):
                 try:
-                    identity[key] = getattr(nv, call)(handle)
+                    identity[key] = self._call(call, handle)
                 except nv.NVMLError as exc:
                     errors.append(Row("error", index=index, code=exc.value, message=f"{call}: {exc}", **identity))
+                    self._reinit = self._reinit or exc.value == NVML_ERROR_GPU_IS_LOST
                     break
             else:
                 values = self._metrics(handle, index, identity, errors)
                 samples.append(Row("sample", index=index, **identity, **values))
-        return errors + samples
 
     def _metrics(self, handle, index: int, identity: dict, errors: list[Row]) -> dict[str, float | None]:
         nv = self._nvml
@@ -334,19 +478,23 @@ class NvmlSampler:
         values: dict[str, float | None] = {}
         for names, call, extra, convert in reads:
             try:
-                values.update(zip(names, convert(getattr(nv, call)(handle, *extra))))
+                values.update(zip(names, convert(self._call(call, handle, *extra))))
             except nv.NVMLError as exc:
                 values.update(dict.fromkeys(names))
                 if exc.value != nv.NVML_ERROR_NOT_SUPPORTED:
                     errors.append(Row("error", index=index, code=exc.value, message=f"{call}: {exc}", **identity))
+                    self._reinit = self._reinit or exc.value == NVML_ERROR_GPU_IS_LOST
+            except (TypeError, ValueError, AttributeError, ArithmeticError) as exc:  # garbage from the bindings
+                values.update(dict.fromkeys(names))
+                errors.append(Row("error", index=index, message=f"{call}: unreadable answer: {exc}", **identity))
         return values
 
     def close(self) -> None:
         if self._ready:
             self._ready = False
             try:
-                self._nvml.nvmlShutdown()
-            except self._nvml.NVMLError:
+                self._call("nvmlShutdown")
+            except (self._nvml.NVMLError, NvmlTimeout, _Stopped):
                 pass
 
 
@@ -356,8 +504,8 @@ def _import_pynvml():
     return pynvml
 
 
-def open_sampler(backend: str = "auto", smi_timeout: float = 10.0) -> Sampler:
-    """Choose a backend (see the module docstring); ``smi_timeout`` is in seconds.
+def open_sampler(backend: str = "auto", smi_timeout: float = 10.0, nvml_timeout: float = 10.0) -> Sampler:
+    """Choose a backend (see the module docstring); ``smi_timeout`` and ``nvml_timeout`` (per NVML call) in seconds.
 
     Raises ValueError for an unknown ``backend`` or a non-positive timeout, and ImportError
     (naming the extra to install) for ``backend="nvml"`` without nvidia-ml-py. With ``"nvml"``
@@ -366,6 +514,7 @@ def open_sampler(backend: str = "auto", smi_timeout: float = 10.0) -> Sampler:
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}; accepted: {', '.join(BACKENDS)}")
     _check_positive("smi_timeout", smi_timeout)
+    _check_positive("nvml_timeout", nvml_timeout)
     if backend == "smi":
         return SmiSampler(smi_timeout)
     try:
@@ -374,11 +523,11 @@ def open_sampler(backend: str = "auto", smi_timeout: float = 10.0) -> Sampler:
         if backend == "nvml":
             raise ImportError("the nvml backend needs nvidia-ml-py: pip install 'ringlab[gpu]'") from exc
         return SmiSampler(smi_timeout, note="NVML unavailable: nvidia-ml-py is not installed")
-    sampler = NvmlSampler(nvml)
+    sampler = NvmlSampler(nvml, nvml_timeout)
     if backend == "auto":
         try:
             sampler.start()
-        except nvml.NVMLError as exc:
+        except (nvml.NVMLError, NvmlTimeout) as exc:
             return SmiSampler(smi_timeout, note=f"NVML unavailable: nvmlInit failed: {exc}")
     return sampler
 
@@ -413,23 +562,44 @@ class PresenceTracker:
         return out
 
 
+class LogWriteError(OSError):
+    """Writing the log failed (disk full, I/O error...); the file still ends with the last whole tick.
+
+    ``ticks`` is set by :func:`run` to the number of ticks written before the failure.
+    """
+
+    def __init__(self, path, cause: OSError):
+        super().__init__(cause.errno, f"cannot write {path}: {cause.strerror or cause}")
+        self.path, self.cause, self.ticks = path, cause, 0
+
+
 class GpumonLog:
     """Append-only CSV log with the :data:`HEADER` schema; use as a context manager.
 
     Raises ValueError when ``path`` holds a file whose first line is not this header (the file
     is left untouched), OSError when it cannot be opened. A last line cut short by a crash is
     ended with a newline before appending, so it stays a (short, skipped by :func:`read_log`)
-    row of its own instead of merging with the next one.
+    row of its own instead of merging with the next one. ``on_notice(text)`` is told when the
+    file was deleted or replaced under the monitor and a new one was started.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, on_notice: Callable[[str], object] | None = None):
         self.path = Path(path)
-        self._file = open(self.path, "a+b")
+        self.on_notice = on_notice
+        self._open()
+
+    def _open(self) -> None:
+        self._file = open(self.path, "a+b", buffering=0)
         try:
+            self._identity = self._stat_identity(os.fstat(self._file.fileno()))
             self._prepare()
         except BaseException:
             self._file.close()
             raise
+
+    @staticmethod
+    def _stat_identity(st: os.stat_result) -> tuple[int, int]:
+        return st.st_dev, st.st_ino
 
     def _prepare(self) -> None:
         f = self._file
@@ -449,12 +619,43 @@ class GpumonLog:
                 self._append("\n")
 
     def _append(self, text: str) -> None:
-        self._file.write(text.encode("utf-8"))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        """Write ``text`` and fsync it, or cut the file back to where it was and raise LogWriteError."""
+        data, fd = text.encode("utf-8"), self._file.fileno()
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, start)  # no torn row: the file ends with the last whole tick
+            except OSError:
+                pass
+            raise LogWriteError(self.path, exc) from None
+
+    def _replaced(self) -> str:
+        """Why the path no longer names the open file ('deleted', 'replaced'), or ''."""
+        try:
+            here = self._stat_identity(os.stat(self.path))
+        except FileNotFoundError:
+            return "deleted"
+        except OSError:
+            return ""
+        return "" if here == self._identity else "replaced (rotated?)"
 
     def write(self, rows: Iterable[Row]) -> None:
-        """Append ``rows`` in one write, then flush and fsync."""
+        """Append ``rows`` in one go, then fsync; first start a new file if the old one was deleted or moved."""
+        rows = list(rows)
+        why = self._replaced()
+        if why:
+            self._file.close()
+            self._open()
+            note = f"gpumon: the log file was {why} while being written; started a new one at {self.path}"
+            if self.on_notice is not None:
+                self.on_notice(note)
+            first = rows[0] if rows else Row("error")
+            rows.insert(0, Row("error", message=note, timestamp=first.timestamp, source=first.source))
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\n").writerows(row.to_record() for row in rows)
         self._append(buffer.getvalue())
@@ -473,27 +674,75 @@ def read_log(path: str | os.PathLike) -> list[Row]:
     """Read a gpumon CSV log back into :class:`Row` objects (metrics as float, empty cells as None).
 
     Raises ValueError if the header is not :data:`HEADER`. A row with the wrong number of cells
-    (a line cut short by a crash) is skipped with a warning. An empty file gives ``[]``.
+    (a line cut short by a crash), a bad number or a line the csv module cannot read is skipped
+    with a warning; the other rows are still returned. An empty file gives ``[]``.
     """
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
         reader = csv.reader(f)
-        header = next(reader, None)
+        try:
+            header = next(reader, None)
+        except csv.Error as exc:
+            raise ValueError(f"{path}: unreadable header: {exc}") from None
         if header is None:
             return []
         if tuple(header) != HEADER:
-            raise ValueError(f"{path}: header {header} is not the gpumon header {list(HEADER)}")
+            raise ValueError(f"{path}: header {header[:20]} is not the gpumon header {list(HEADER)}")
         rows = []
-        for record in reader:
+        while True:
+            try:
+                record = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:  # an overlong or broken line written by something else: skip it alone
+                warnings.warn(f"{path}:{reader.line_num}: skipped an unreadable row: {exc}")
+                continue
             if len(record) != len(HEADER):
                 warnings.warn(f"{path}:{reader.line_num}: skipped a row of {len(record)} cells, expected {len(HEADER)}")
                 continue
-            rows.append(Row.from_record(dict(zip(HEADER, record))))
+            try:
+                rows.append(Row.from_record(dict(zip(HEADER, record))))
+            except ValueError as exc:
+                warnings.warn(f"{path}:{reader.line_num}: skipped a row with a bad value: {exc}")
     return rows
 
 
 def _check_positive(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}={value!r}; accepted: a finite number of seconds > 0")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0 \
+            or value > MAX_SECONDS:
+        raise ValueError(f"{name}={value!r}; accepted: a finite number of seconds > 0, at most {MAX_SECONDS:g}")
+
+
+class RepeatFilter:
+    """Drops error rows that repeat the previous tick's and turns placeholder notes into error rows
+    once per (GPU, field, reason) (see "Repeats" in the module docstring)."""
+
+    def __init__(self):
+        self._last_errors: set[tuple] = set()
+        self._reasons: dict[tuple[str, str], str] = {}
+
+    def update(self, rows: list[Row]) -> list[Row]:
+        errors, others, seen = [], [], set()
+        for row in rows:
+            if row.kind == "error":
+                key = (row.index, row.uuid, row.code, row.message)
+                if key not in seen and key not in self._last_errors:
+                    errors.append(row)
+                seen.add(key)
+                continue
+            if row.kind == "sample":
+                gpu = row.uuid or f"index {row.index}"
+                noted = dict(row.notes)
+                for smi_field, reason in noted.items():
+                    if self._reasons.get((gpu, smi_field)) != reason:
+                        errors.append(Row("error", index=row.index, uuid=row.uuid, name=row.name,
+                                          message=f"{smi_field}: {reason}"))
+                    self._reasons[(gpu, smi_field)] = reason
+                for smi_field in SMI_FIELDS[3:]:
+                    if smi_field not in noted:
+                        self._reasons.pop((gpu, smi_field), None)
+            others.append(row)
+        self._last_errors = seen
+        return errors + others
 
 
 def _utcnow() -> datetime:
@@ -511,6 +760,7 @@ def run(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] | None = None,
     utcnow: Callable[[], datetime] = _utcnow,
+    dedup: bool = True,
 ) -> int:
     """Sample every ``interval`` seconds into ``log``; return the number of ticks written.
 
@@ -521,7 +771,10 @@ def run(
     at once, without catching up on the missed ones. ``sleep(seconds)`` defaults to
     ``stop.wait`` so that setting ``stop`` (e.g. from a signal handler) cuts a wait short;
     ``utcnow()`` must return an aware datetime. Tests pass a fake clock, sleep and utcnow.
-    Raises ValueError for a non-positive interval or duration, a count < 1, or both count and duration.
+    ``dedup=False`` writes every error row, repeats included (see :class:`RepeatFilter`).
+    A sampler with a ``stop`` attribute gets ``stop``, so that it can cut a wait short.
+    Raises ValueError for a non-positive interval or duration, a count < 1, or both count and
+    duration; :class:`LogWriteError` (with ``.ticks``) when the log cannot be written.
     """
     _check_positive("interval", interval)
     if count is not None and duration is not None:
@@ -532,7 +785,10 @@ def run(
         _check_positive("duration", duration)
     stop = stop or threading.Event()
     sleep = sleep or stop.wait
+    if hasattr(sampler, "stop"):
+        sampler.stop = stop
     tracker = PresenceTracker()
+    repeats = RepeatFilter() if dedup else None
     start = due = clock()
     ticks = 0
     while not stop.is_set():
@@ -541,7 +797,13 @@ def run(
             raise ValueError("utcnow() returned a naive datetime; it must carry a timezone")
         stamp = now.astimezone(timezone.utc).isoformat(timespec="milliseconds")
         rows = tracker.update(sampler.sample())
-        log.write(replace(row, timestamp=stamp, source=sampler.source) for row in rows)
+        if repeats is not None:
+            rows = repeats.update(rows)
+        try:
+            log.write(replace(row, timestamp=stamp, source=sampler.source) for row in rows)
+        except LogWriteError as exc:
+            exc.ticks = ticks
+            raise
         ticks += 1
         due += interval
         if (count is not None and ticks >= count) or (duration is not None and due - start >= duration):

@@ -26,6 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
+
+from ringlab.sim.gradients import seeded_parameters_
+
 LOOPS = ("every_backward", "no_sync", "forward_outside_no_sync")
 IN_FEATURES, HIDDEN, OUT_FEATURES = 8, 16, 4
 # bucket_cap_mb values: one bucket for this model, and one parameter per bucket (after the rebuild)
@@ -42,22 +46,26 @@ def _torch():
 
 
 def make_model(seed: int = 0):
-    """The small MLP of this lab: Linear(8, 16) -> Tanh -> Linear(16, 4), float32, weights from ``seed``."""
+    """The small MLP of this lab: Linear(8, 16) -> Tanh -> Linear(16, 4), float32, weights from ``seed``
+    (numpy's generator through :func:`ringlab.sim.gradients.seeded_parameters_`: the same on every machine)."""
     torch, _ = _torch()
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(IN_FEATURES, HIDDEN), torch.nn.Tanh(),
-                               torch.nn.Linear(HIDDEN, OUT_FEATURES))
+    model = torch.nn.Sequential(torch.nn.Linear(IN_FEATURES, HIDDEN), torch.nn.Tanh(),
+                                torch.nn.Linear(HIDDEN, OUT_FEATURES))
+    seeded_parameters_(model, seed)
+    return model
 
 
 def make_batches(seed: int, world_size: int, k: int, micro_batch: int = 3):
     """``(x, y)``: float32 tensors of shapes ``(world_size, k, micro_batch, 8)`` and ``(..., 4)``.
 
-    ``x[r, i]`` is micro-batch ``i`` of rank ``r``; the full batch is all of them together.
+    ``x[r, i]`` is micro-batch ``i`` of rank ``r``; the full batch is all of them together. Standard
+    normal values from numpy ``default_rng(seed)`` (``torch.randn`` gives different values under
+    different CPU kernels).
     """
     torch, _ = _torch()
-    gen = torch.Generator().manual_seed(seed)
-    return (torch.randn(world_size, k, micro_batch, IN_FEATURES, generator=gen),
-            torch.randn(world_size, k, micro_batch, OUT_FEATURES, generator=gen))
+    rng = np.random.default_rng(seed)
+    return (torch.from_numpy(rng.standard_normal((world_size, k, micro_batch, IN_FEATURES), dtype=np.float32)),
+            torch.from_numpy(rng.standard_normal((world_size, k, micro_batch, OUT_FEATURES), dtype=np.float32)))
 
 
 def mse(output, target):
@@ -89,13 +97,19 @@ def accumulate(ddp_model, micro_batches: Sequence, loop: str, loss_fn: Callable 
     backward), ``no_sync`` (the right loop: forward and backward of the first K-1 inside
     ``no_sync()``), ``forward_outside_no_sync`` (forward outside, backward inside: the subtle
     mistake). Every loss is scaled by 1/K. Leaves gradients in ``.grad``; does not step.
-    Raises ValueError for an unknown loop or an empty ``micro_batches``.
+    Raises ValueError for an unknown loop, an empty ``micro_batches``, or a ``no_sync`` loop on a
+    ``DDP(static_graph=True)`` model: DDP's static graph records which parameters reduce in the first
+    iteration and does not support skipping the reduction (torch fails inside with an internal assert).
     """
     if loop not in LOOPS:
         raise ValueError(f"loop={loop!r}; accepted: {', '.join(LOOPS)}")
     k = len(micro_batches)
     if k == 0:
         raise ValueError("micro_batches is empty")
+    if k > 1 and loop != "every_backward" and getattr(ddp_model, "static_graph", False):
+        raise ValueError(f"loop={loop!r} needs DDP(..., static_graph=False): a static graph does not support "
+                         "no_sync() gradient accumulation (torch stops with an internal assert); build DDP "
+                         "without static_graph, or use loop='every_backward'")
     for i, (x, y) in enumerate(micro_batches):
         local = i < k - 1 and loop != "every_backward"
         if loop == "no_sync" and local:

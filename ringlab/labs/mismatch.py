@@ -60,7 +60,9 @@ class Fingerprint:
     """What one rank is about to run: collective number ``seq``, ``op``, and its tensor's metadata.
 
     ``shape`` is a tuple of ints, ``dtype`` a torch dtype name without ``torch.`` (``"float32"``),
-    ``device`` e.g. ``"cpu"`` or ``"cuda:0"``; all three are None for ``BARRIER``.
+    ``device`` the device *type* (``"cpu"``, ``"cuda"``); all three are None for ``BARRIER``. Only the
+    type: rank r normally drives ``cuda:r``, so ``cuda:0`` on rank 0 and ``cuda:1`` on rank 1 agree, while a
+    CPU tensor where the others pass CUDA ones is a mismatch (torch's own check also compares types).
     """
 
     seq: int
@@ -76,7 +78,8 @@ class Fingerprint:
             raise ValueError(f"op={op!r}; accepted: {', '.join(OPS)}")
         if tensor is None:
             return cls(seq, op)
-        return cls(seq, op, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), str(tensor.device))
+        device = getattr(tensor.device, "type", None) or str(tensor.device).split(":")[0]
+        return cls(seq, op, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), device)
 
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in FIELDS}
@@ -134,7 +137,23 @@ def describe_mismatch(fingerprints: Sequence[Fingerprint | Mapping]) -> str:
         for rank, fp in enumerate(fingerprints):
             holders.setdefault(_show(name, _field(fp, name)), []).append(rank)
         lines.append(f"  {name}: " + " vs ".join(f"{value} on {_ranks(ranks)}" for value, ranks in holders.items()))
+    if "op" in names:
+        lines.append(_skip_hint(fingerprints, diffs))
     return "\n".join(lines)
+
+
+def _skip_hint(fingerprints, diffs: dict) -> str:
+    """Where ops differ, say which collective each rank is at and suggest the usual cause: a skipped call."""
+    at: dict[tuple, list[int]] = {}
+    for rank, fp in enumerate(fingerprints):
+        at.setdefault((_field(fp, "seq"), _field(fp, "op")), []).append(rank)
+    odd = [key for key, ranks in at.items() if all("op" in diffs.get(r, ()) for r in ranks)]
+    usual = [key for key in at if key not in odd]
+    where = " while ".join(f"{_ranks(at[key])} {'is' if len(at[key]) == 1 else 'are'} at collective #{key[0]} "
+                           f"({key[1]})" for key in odd + usual)
+    first, expected = odd[0], (usual[0] if usual else odd[-1])
+    return (f"  {where}: {_ranks(at[first])} probably skipped a {expected[1]} (or the others run one it does not); "
+            f"check the code path that leads {_ranks(at[first])} to collective #{first[0]}")
 
 
 class CollectiveMismatchError(RuntimeError):

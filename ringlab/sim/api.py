@@ -24,7 +24,8 @@ from ringlab.collectives import (
     ring_reduce_scatter,
 )
 
-from .executor import Events, Plan, compile_schedule, execute
+from .executor import Counts, Events, Plan, compile_schedule, execute
+from .memory import check_fits, run_bytes
 from .ops import BFLOAT16, UFUNCS, check_dtype, check_op
 
 # torch dtypes whose add/multiply/maximum/minimum and index_put run on CPU (torch 2.x has no
@@ -39,16 +40,22 @@ class Traffic:
     Attributes:
         bytes_sent: int64 ``(world_size,)``, total bytes each rank sent.
         bytes_received: int64 ``(world_size,)``.
-        per_step_sent: int64 ``(steps, world_size)``, bytes each rank sent at each step.
-        per_step_received: int64 ``(steps, world_size)``.
+        per_step_sent: int64 ``(steps, world_size)``, bytes each rank sent at each step; None when that
+            table would exceed ``ringlab.sim.executor.TABLE_CELLS`` cells (large clusters).
+        per_step_received: int64 ``(steps, world_size)`` or None, likewise.
         steps: number of communication steps of the schedule.
+        step_total: int64 ``(steps,)``, bytes all ranks sent at each step.
+        step_max_sent: int64 ``(steps,)``, bytes the busiest sender sent at each step (the alpha-beta
+            time of a step is its latency plus this over the link bandwidth).
     """
 
     bytes_sent: np.ndarray
     bytes_received: np.ndarray
-    per_step_sent: np.ndarray
-    per_step_received: np.ndarray
+    per_step_sent: np.ndarray | None
+    per_step_received: np.ndarray | None
     steps: int
+    step_total: np.ndarray | None = None
+    step_max_sent: np.ndarray | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -76,7 +83,7 @@ class CollectiveResult:
     events: Events | None = field(default=None, repr=False)
 
 
-def _is_tensor(x) -> bool:
+def is_tensor(x) -> bool:
     """True for a torch.Tensor, decided without importing torch."""
     return type(x).__module__.startswith("torch")
 
@@ -88,7 +95,7 @@ def as_rank_array(inputs, name: str = "inputs"):
     equal-dtype arrays (or tensors on one device). Raises ValueError (empty, ragged, no rank
     axis, mixed devices) or TypeError (unsupported or mixed dtypes, mixed numpy and torch).
     """
-    if _is_tensor(inputs) or (isinstance(inputs, (list, tuple)) and any(map(_is_tensor, inputs))):
+    if is_tensor(inputs) or (isinstance(inputs, (list, tuple)) and any(map(is_tensor, inputs))):
         return _as_rank_tensor(inputs, name)
     if isinstance(inputs, (list, tuple)):
         if not inputs:
@@ -118,7 +125,7 @@ def _as_rank_tensor(inputs, name: str, same_shape: bool = True):
     import torch
 
     if isinstance(inputs, (list, tuple)):
-        if not all(map(_is_tensor, inputs)):
+        if not all(map(is_tensor, inputs)):
             raise TypeError(f"{name}: mix of torch tensors and other arrays; pass all ranks as one kind")
         for what in ("dtype", "device", "shape")[:3 if same_shape else 2]:
             bad = next((r for r, t in enumerate(inputs) if getattr(t, what) != getattr(inputs[0], what)), None)
@@ -145,17 +152,18 @@ def _torch_numpy_dtype(dtype) -> np.dtype:
     return BFLOAT16 if name == "bfloat16" else np.dtype(name)
 
 
-def _dtype(x) -> np.dtype:
-    return _torch_numpy_dtype(x.dtype) if _is_tensor(x) else x.dtype
+def dtype_of(x) -> np.dtype:
+    """The numpy dtype of a rank array or tensor (bfloat16 as ml_dtypes')."""
+    return _torch_numpy_dtype(x.dtype) if is_tensor(x) else x.dtype
 
 
-def _numel(x) -> int:
+def numel_of(x) -> int:
     """Elements per rank of a ``(world_size, *shape)`` array or tensor."""
     return math.prod(x.shape[1:])
 
 
 def _copy(x):
-    return x.clone() if _is_tensor(x) else x.copy()
+    return x.clone() if is_tensor(x) else x.copy()
 
 
 def own_chunks(flat):
@@ -176,8 +184,18 @@ def _plan(builder, world_size: int, numel: int) -> Plan:
     return compile_schedule(builder(world_size), numel)
 
 
-def _traffic(sent: np.ndarray, received: np.ndarray) -> Traffic:
-    return Traffic(sent.sum(axis=0), received.sum(axis=0), sent, received, int(sent.shape[0]))
+def clear_plans() -> None:
+    """Forget the compiled plans kept for repeated calls (for benchmarks and tests that measure a first call)."""
+    from . import collectives
+
+    _plan.cache_clear()
+    collectives.clear_plans()
+
+
+def traffic_of(counts: Counts) -> Traffic:
+    """The public :class:`Traffic` view of the executor's :class:`~ringlab.sim.executor.Counts`."""
+    return Traffic(counts.bytes_sent, counts.bytes_received, counts.per_step_sent, counts.per_step_received,
+                   int(counts.step_total.shape[0]), counts.step_total, counts.step_max_sent)
 
 
 def run_schedule(schedule: Schedule, inputs, op: str = "sum", trace: bool = False) -> CollectiveResult:
@@ -188,7 +206,8 @@ def run_schedule(schedule: Schedule, inputs, op: str = "sum", trace: bool = Fals
     """
     x = as_rank_array(inputs)
     _check_world(schedule.world_size, x)
-    return _run(compile_schedule(schedule, _numel(x)), x, op, trace)
+    guard_memory(schedule, numel_of(x), dtype_of(x))
+    return _run(compile_schedule(schedule, numel_of(x)), x, op, trace)
 
 
 def _check_world(world_size: int, x) -> None:
@@ -196,23 +215,36 @@ def _check_world(world_size: int, x) -> None:
         raise ValueError(f"inputs hold {x.shape[0]} ranks but the schedule is for world_size={world_size}")
 
 
+def guard_memory(schedule: Schedule, numel: int, dtype) -> None:
+    """Refuse (:class:`~ringlab.sim.memory.InsufficientMemory`) a run that would not fit in available memory."""
+    check_fits(f"{schedule.algorithm} {schedule.collective} of {schedule.world_size} ranks x {numel} elements",
+               run_bytes(schedule, numel, np.dtype(dtype).itemsize))
+
+
+def divide_by_world_size(out, n: int) -> None:
+    """In place, ``out /= n`` with n held in the data's dtype, the same way on numpy and torch (avg = sum / N)."""
+    if is_tensor(out):
+        import torch
+
+        out.div_(torch.tensor(n, dtype=out.dtype, device=out.device))
+    else:
+        np.divide(out, np.asarray(n, dtype=out.dtype), out=out)
+
+
 def _run(plan: Plan, x, op: str, trace: bool) -> CollectiveResult:
-    check_op(op, _dtype(x))
+    check_op(op, dtype_of(x))
     n = x.shape[0]
-    flat = x.reshape(n, _numel(x))  # torch refuses -1 when numel is 0
-    if _is_tensor(flat):
+    flat = x.reshape(n, numel_of(x))  # torch refuses -1 when numel is 0
+    if is_tensor(flat):
         import torch
 
         out = torch.empty_like(flat, memory_format=torch.contiguous_format)
     else:
         out = np.empty_like(flat)
-    sent, received, events = execute(plan, flat, out, UFUNCS[op], trace)
-    if op == "avg":  # divide by world_size held in the data's dtype, the same way on both backends
-        if _is_tensor(out):
-            out.div_(torch.tensor(n, dtype=out.dtype, device=out.device))
-        else:
-            np.divide(out, np.asarray(n, dtype=out.dtype), out=out)
-    return CollectiveResult(out.reshape(x.shape), _traffic(sent, received), plan.schedule, events)
+    counts, events = execute(plan, flat, out, UFUNCS[op], trace)
+    if op == "avg":
+        divide_by_world_size(out, n)
+    return CollectiveResult(out.reshape(x.shape), traffic_of(counts), plan.schedule, events)
 
 
 def ring_allreduce(inputs, op: str = "sum", trace: bool = False) -> CollectiveResult:
@@ -238,7 +270,8 @@ def ring_allreduce(inputs, op: str = "sum", trace: bool = False) -> CollectiveRe
         ImportError: never for numpy input; torch is imported only when a tensor is passed.
     """
     x = as_rank_array(inputs)
-    return _run(_plan(ring_all_reduce, x.shape[0], _numel(x)), x, op, trace)
+    guard_memory(ring_all_reduce(x.shape[0]), numel_of(x), dtype_of(x))
+    return _run(_plan(ring_all_reduce, x.shape[0], numel_of(x)), x, op, trace)
 
 
 def reduce_scatter(inputs, op: str = "sum", trace: bool = False) -> CollectiveResult:
@@ -250,7 +283,8 @@ def reduce_scatter(inputs, op: str = "sum", trace: bool = False) -> CollectiveRe
     :func:`ringlab.collectives.ring_reduce_scatter_bytes`. Raises as :func:`ring_allreduce`.
     """
     x = as_rank_array(inputs)
-    n, numel = x.shape[0], _numel(x)
+    n, numel = x.shape[0], numel_of(x)
+    guard_memory(ring_reduce_scatter(n), numel, dtype_of(x))
     full = _run(_plan(ring_reduce_scatter, n, numel), x, op, trace)
     return CollectiveResult(own_chunks(full.outputs.reshape(n, numel)), full.traffic, full.schedule, full.events)
 
@@ -288,7 +322,8 @@ def gather_shards(plan_for, inputs, trace: bool) -> CollectiveResult:
         raise ValueError(f"inputs: shard lengths {sizes.tolist()} do not follow numpy.array_split of {numel} "
                          f"elements over {n} ranks ({chunk_sizes(numel, n).tolist()})")
     plan = plan_for(n, numel)
-    if _is_tensor(shards[0]):
+    guard_memory(plan.schedule, numel, dtype_of(shards[0]))
+    if is_tensor(shards[0]):
         import torch
 
         out = torch.empty((n, numel), dtype=shards[0].dtype, device=shards[0].device)
@@ -297,15 +332,15 @@ def gather_shards(plan_for, inputs, trace: bool) -> CollectiveResult:
     bounds = chunk_bounds(numel, n)
     for r, shard in enumerate(shards):  # each rank places its own shard: setup, not communication
         out[r, bounds[r]:bounds[r + 1]] = shard
-    sent, received, events = execute(plan, None, out, None, trace)
-    return CollectiveResult(out, _traffic(sent, received), plan.schedule, events)
+    counts, events = execute(plan, None, out, None, trace)
+    return CollectiveResult(out, traffic_of(counts), plan.schedule, events)
 
 
 def _shards(inputs) -> list:
-    if isinstance(inputs, np.ndarray) or _is_tensor(inputs):
+    if isinstance(inputs, np.ndarray) or is_tensor(inputs):
         x = as_rank_array(inputs)
-        return list(x.reshape(x.shape[0], _numel(x)))
-    if isinstance(inputs, (list, tuple)) and any(map(_is_tensor, inputs)):
+        return list(x.reshape(x.shape[0], numel_of(x)))
+    if isinstance(inputs, (list, tuple)) and any(map(is_tensor, inputs)):
         return _as_rank_tensor(inputs, "inputs", same_shape=False)
     if not isinstance(inputs, (list, tuple)):
         raise TypeError(f"inputs must be an ndarray (world_size, ...) or a list of arrays, got {type(inputs).__name__}")

@@ -30,7 +30,19 @@ import numpy as np
 from ringlab.collectives import chunk_bounds, chunk_sizes, get_algorithm, get_schedule
 from ringlab.collectives.registry import REDUCING
 
-from .api import CollectiveResult, _shards, _traffic, as_rank_array, gather_shards, own_chunks
+from .api import (
+    CollectiveResult,
+    _shards,
+    as_rank_array,
+    divide_by_world_size,
+    dtype_of,
+    gather_shards,
+    guard_memory,
+    is_tensor,
+    numel_of,
+    own_chunks,
+    traffic_of,
+)
 from .executor import Plan, compile_schedule, execute
 from .ops import UFUNCS, check_op
 from .reference import direct_reduce
@@ -39,6 +51,11 @@ from .reference import direct_reduce
 @lru_cache(maxsize=64)
 def _plan(collective: str, algorithm: str, world_size: int, numel: int, root: int) -> Plan:
     return compile_schedule(get_schedule(collective, algorithm, world_size, root), numel)
+
+
+def clear_plans() -> None:
+    """Forget this module's compiled plans (see :func:`ringlab.sim.api.clear_plans`)."""
+    _plan.cache_clear()
 
 
 def run_collective(collective: str, algorithm: str, inputs, op: str = "sum", root: int = 0,
@@ -66,17 +83,18 @@ def run_collective(collective: str, algorithm: str, inputs, op: str = "sum", roo
     if collective == "all_gather":
         return _all_gather(algorithm, inputs, root, trace)
     x = as_rank_array(inputs)
-    n, numel = x.shape[0], x[0].size
+    n, numel, dtype = x.shape[0], numel_of(x), dtype_of(x)
     if collective in REDUCING:
-        check_op(op, x.dtype)
+        check_op(op, dtype)
+    guard_memory(get_schedule(collective, algorithm, n, int(root)), numel, dtype)
     plan = _plan(collective, algorithm, n, numel, int(root))
-    flat = x.reshape(n, -1)
+    flat = x.reshape(n, numel)  # torch refuses -1 when numel is 0
     if collective == "all_to_all":
         flat = _to_shift_layout(flat)
-    out = np.empty_like(flat)
-    sent, received, events = execute(plan, flat, out, UFUNCS[op] if collective in REDUCING else None, trace)
+    out = _empty_like(flat)
+    counts, events = execute(plan, flat, out, UFUNCS[op] if collective in REDUCING else None, trace)
     if op == "avg" and collective in REDUCING:
-        np.divide(out, np.asarray(n, dtype=out.dtype), out=out)
+        divide_by_world_size(out, n)
     if collective == "reduce_scatter":
         outputs = own_chunks(out)
     elif collective == "reduce":
@@ -85,7 +103,16 @@ def run_collective(collective: str, algorithm: str, inputs, op: str = "sum", roo
         outputs = _from_shift_layout(out)
     else:
         outputs = out.reshape(x.shape)
-    return CollectiveResult(outputs, _traffic(sent, received), plan.schedule, events)
+    return CollectiveResult(outputs, traffic_of(counts), plan.schedule, events)
+
+
+def _empty_like(x):
+    """An uninitialised contiguous array or tensor like ``x`` (same dtype and device)."""
+    if is_tensor(x):
+        import torch
+
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+    return np.empty_like(x)
 
 
 def _all_gather(algorithm: str, inputs, root: int, trace: bool) -> CollectiveResult:
@@ -100,7 +127,7 @@ def _to_shift_layout(flat: np.ndarray) -> np.ndarray:
     """
     n, numel = flat.shape
     prefix = chunk_bounds(numel, n)
-    out = np.empty_like(flat)
+    out = _empty_like(flat)
     for s in range(n):
         off = numel - int(prefix[n - s])  # elements of rank s's blocks for ranks 0 .. s-1
         out[s, :numel - off] = flat[s, off:]
@@ -112,10 +139,15 @@ def _from_shift_layout(buf: np.ndarray) -> np.ndarray:
     """Shift layout after the exchange (chunk k: block from rank d - k) -> blocks in source-rank order."""
     n, numel = buf.shape
     prefix = chunk_bounds(numel, n)
-    out = np.empty_like(buf)
+    out = _empty_like(buf)
+    cat = np.concatenate
+    if is_tensor(buf):
+        import torch
+
+        cat = torch.cat
     for d in range(n):
         ks = [(d - s) % n for s in range(n)]
-        np.concatenate([buf[d, prefix[k]:prefix[k + 1]] for k in ks], out=out[d])
+        cat([buf[d, prefix[k]:prefix[k + 1]] for k in ks], out=out[d])
     return out
 
 

@@ -43,10 +43,42 @@ class GradientBuckets:
 D_MODEL, N_HEAD, D_FF, SEQ_LEN = 64, 4, 128, 8
 
 
+def seeded_parameters_(module, seed) -> None:
+    """Overwrite the randomly initialised parameters of the torch ``module`` from numpy ``default_rng(seed)``.
+
+    torch's own initialisers scale uniform numbers with vectorised kernels whose rounding depends on
+    the CPU (fused multiply-add under AVX2 and AVX-512, none under ``ATEN_CPU_CAPABILITY=default``),
+    so one ``torch.manual_seed`` gives parameters that differ in the last bit between machines.
+    numpy's generator and plain IEEE arithmetic give the same float32 values everywhere.
+
+    In ``parameters()`` order, a parameter with two or more dimensions gets U(-b, b) with
+    ``b = 1 / sqrt(fan_in)``, ``fan_in = numel / shape[0]`` (``torch.nn.Linear``'s default bound,
+    ``kaiming_uniform_(a=sqrt(5))``); a 1-D parameter that torch set to all zeros or all ones
+    (LayerNorm's scale and shift, attention biases) is kept, any other gets the bound of the weight
+    before it (a Linear's bias, as torch does). ``seed``: anything ``numpy.random.default_rng``
+    accepts. In place; returns None. Raises ValueError for a random 1-D parameter with no weight
+    before it.
+    """
+    torch = _torch()
+    rng = np.random.default_rng(seed)
+    bound = None
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.ndim >= 2:
+                bound = 1.0 / np.sqrt(p[0].numel())
+            elif bool((p == 0).all() or (p == 1).all()):
+                continue
+            elif bound is None:
+                raise ValueError(f"parameter {name!r} is 1-D and random but follows no weight matrix")
+            values = bound * (2.0 * rng.random(tuple(p.shape)) - 1.0)  # plain IEEE float64 ops: no FMA, no SIMD choice
+            p.copy_(torch.from_numpy(values.astype(np.float32)))
+
+
 def _model(torch, seed: int):
-    torch.manual_seed(seed)
     block = torch.nn.TransformerEncoderLayer(D_MODEL, N_HEAD, D_FF, dropout=0.0, batch_first=True)
-    return torch.nn.Sequential(block, torch.nn.Flatten(), torch.nn.Linear(D_MODEL * SEQ_LEN, 1))
+    model = torch.nn.Sequential(block, torch.nn.Flatten(), torch.nn.Linear(D_MODEL * SEQ_LEN, 1))
+    seeded_parameters_(model, [seed, 2])
+    return model
 
 
 def _flat_grad(torch, model, inputs, targets) -> np.ndarray:
@@ -61,8 +93,8 @@ def shard_gradients(world_sizes, per_rank_batch: int = 4, seed: int = 0) -> dict
 
     ``world_sizes`` is an int or a sequence of ints. With N ranks, rank r trains on examples
     ``[r * per_rank_batch, (r + 1) * per_rank_batch)`` of one deterministic dataset (inputs from
-    numpy ``default_rng([seed, 0])``, targets from ``default_rng([seed, 1])``; parameters from
-    ``torch.manual_seed(seed)``). Example k is the same whatever the largest world size asked
+    numpy ``default_rng([seed, 0])``, targets from ``default_rng([seed, 1])``, parameters from
+    ``default_rng([seed, 2])`` through :func:`seeded_parameters_`: the same on every machine). Example k is the same whatever the largest world size asked
     for, so ``shard_gradients([3])`` equals the N=3 part of ``shard_gradients([3, 8])``; each
     world size gets its own full-batch gradient.
 

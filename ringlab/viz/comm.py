@@ -1,8 +1,9 @@
 """Figures and an explorer for data-parallel gradient traffic (DDP, ZeRO, FSDP) and per-GPU memory.
 
 Every number comes from :func:`ringlab.calc.grad_comm_bytes` (bytes each rank sends per optimizer
-step, per collective, and per-GPU model-state memory); fabrics are the ``Link`` presets of
-:mod:`ringlab.collectives.cost` (``LINKS``). Byte axes are in decimal GB (1e9 B) on the left and
+step, per collective, and per-GPU model-state memory); times come from the cluster model of
+:mod:`ringlab.topology` (NCCL-style rings on a preset's NVLink domains and NIC rails,
+:meth:`~ringlab.calc.GradComm.time_on_cluster`). Byte axes are in decimal GB (1e9 B) on the left and
 binary GiB (2**30 B) on the right.
 """
 
@@ -14,12 +15,14 @@ import numpy as np
 
 from ringlab.calc import GB, MODELS, GiB, ModelConfig, format_bytes, get_model, grad_comm_bytes
 from ringlab.calc.units import positive_int
-from ringlab.collectives.cost import LINKS, get_link
+from ringlab.topology import PRESETS, get_cluster
+from ringlab.topology.timing import group_cluster
 
 from ._mpl import pyplot, show, widgets
 
 STRATEGIES = ("ddp", "zero1", "zero2", "fsdp_shard_grad_op", "fsdp_full_shard", "hybrid_shard")
 GPUS_PER_NODE = 8  # hybrid_shard's shard group, and where a flat ring starts crossing nodes
+TOPOLOGIES = tuple(name for name, c in PRESETS.items() if c.gpus_per_node == GPUS_PER_NODE)
 P2_PARAMS = 7_000_000_000
 WORLD_SIZES = tuple(2**k for k in range(11))  # 1 .. 1024
 _COLORS = {"ddp": "#0969da", "zero1": "#0969da", "zero2": "#1a7f37", "fsdp_shard_grad_op": "#1a7f37",
@@ -148,36 +151,40 @@ def plot_memory_per_gpu(model=P2_PARAMS, world_size: int = 64, strategies=STRATE
     return fig
 
 
-def comm_time(comm, fabric="nvlink4", inter_node="ib-ndr") -> float:
-    """Seconds of gradient communication per step (alpha-beta, ring, no overlap: ``GradComm.time``).
+def cluster_for(world_size: int, topology: str = "dgx-h100"):
+    """The part of preset ``topology`` (8 GPUs per node) that ``world_size`` ranks occupy: some GPUs of one
+    node, or ``world_size / 8`` whole nodes."""
+    n = positive_int(world_size, "world_size")
+    return group_cluster(get_cluster(topology, max(1, -(-n // GPUS_PER_NODE))), n)
 
-    Rings inside one node (N <= 8) and hybrid_shard's intra-node collectives run on ``fabric``; a ring
-    spanning more than one 8-GPU node, and hybrid_shard's inter-node all_reduce, run at ``inter_node``
-    (assumes one NIC per GPU as on DGX H100, so the slowest hop of the ring is one NIC's rate).
-    ``fabric`` / ``inter_node``: ``LINKS`` preset names or objects with ``.alpha`` and ``.bandwidth``.
+
+def comm_time(comm, topology: str = "dgx-h100") -> float:
+    """Seconds of gradient communication per step on ``comm.world_size`` GPUs of ``topology`` (no overlap).
+
+    :meth:`~ringlab.calc.GradComm.time_on_cluster`: world-wide collectives run as NCCL-style rings whose
+    channels leave each node on all its NICs; hybrid_shard's run inside a node, and its replicas'
+    all_reduce on each GPU's own rail.
     """
-    intra, inter = get_link(fabric), get_link(inter_node)
-    spans_nodes = comm.world_size > GPUS_PER_NODE and comm.strategy != "hybrid_shard"
-    return comm.time(inter if spans_nodes else intra, inter)
+    return comm.time_on_cluster(cluster_for(comm.world_size, topology))
 
 
-def describe_comm(model, strategy: str, world_size: int, fabric="nvlink4", inter_node="ib-ndr",
-                  dtype: str = "bf16") -> str:
-    """HTML caption: each collective's bytes per rank (GB and GiB), total vs DDP, time on the fabric."""
+def describe_comm(model, strategy: str, world_size: int, topology: str = "dgx-h100", dtype: str = "bf16") -> str:
+    """HTML caption: each collective's bytes per rank (GB and GiB), total vs DDP, time on the cluster."""
     n_params, label = model_params(model)
     comm = strategy_comm(strategy, n_params, world_size, dtype)
     ddp = strategy_comm("ddp", n_params, world_size, dtype).bytes_sent_per_rank
     rows = "".join(f"<tr><td>{c.count} x {c.collective}</td><td>{c.phase}</td><td>{c.group} (N={c.group_size})</td>"
                    f"<td>{html.escape(format_bytes(c.bytes_sent))}</td></tr>" for c in comm.breakdown)
     ratio = f"{comm.bytes_sent_per_rank / ddp:.3g} x DDP" if ddp else "nothing to send at N = 1"
-    seconds = comm_time(comm, fabric, inter_node)
-    where = (f"intra-node on {get_link(fabric).name}, inter-node on {get_link(inter_node).name}"
-             if strategy == "hybrid_shard" or world_size <= GPUS_PER_NODE else f"ring spans nodes: "
-             f"{get_link(inter_node).name}")
+    cluster = cluster_for(world_size, topology)
+    seconds = comm.time_on_cluster(cluster)
+    where = (f"{cluster.nodes} x {topology}, {cluster.gpus_per_node} GPUs per node, "
+             f"{cluster.gpu_bandwidth / 1e9:g} GB/s per GPU inside"
+             + (f", {cluster.nics_per_node} x {cluster.nic_gbps:g} Gb/s NICs per node" if cluster.nodes > 1 else ""))
     return (f"<b>{html.escape(label)}, {strategy}, N = {world_size}</b><table>{rows}</table>"
             f"sent per rank per step: <b>{html.escape(format_bytes(comm.bytes_sent_per_rank))}</b> ({ratio})<br>"
             f"model states per GPU: {html.escape(format_bytes(comm.memory.total))}<br>"
-            f"communication time (alpha-beta, no overlap, {html.escape(where)}): <b>{seconds * 1e3:,.1f} ms</b>")
+            f"communication time (NCCL-style rings, no overlap, {html.escape(where)}): <b>{seconds * 1e3:,.1f} ms</b>")
 
 
 def draw_comm(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size: int = 64, dtype: str = "bf16"):
@@ -192,8 +199,8 @@ def draw_comm(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size: in
 
 
 def comm_explorer(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size: int = 64,
-                  fabric: str = "nvlink4", inter_node: str = "ib-ndr"):
-    """Widget: model, strategy, world size, intra-node fabric and inter-node link over :func:`draw_comm`.
+                  topology: str = "dgx-h100"):
+    """Widget: model, strategy, world size and cluster preset over :func:`draw_comm`.
 
     Returns an ``ipywidgets.VBox`` of the controls, an HTML caption (:func:`describe_comm`) and an
     ``Image`` of the figure. The callback only sets widget values (no printing, for nbval); every
@@ -204,17 +211,16 @@ def comm_explorer(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size
     model_dd = w.Dropdown(options=models, value=model, description="model")
     strategy_dd = w.Dropdown(options=STRATEGIES, value=strategy, description="strategy")
     size_slider = w.SelectionSlider(options=WORLD_SIZES, value=world_size, description="world_size")
-    fabric_dd = w.Dropdown(options=list(LINKS), value=fabric, description="fabric")
-    inter_dd = w.Dropdown(options=list(LINKS), value=inter_node, description="inter-node")
+    topology_dd = w.Dropdown(options=TOPOLOGIES, value=topology, description="cluster")
     caption = w.HTML()
     image = w.Image(format="png")
-    controls = (model_dd, strategy_dd, size_slider, fabric_dd, inter_dd)
+    controls = (model_dd, strategy_dd, size_slider, topology_dd)
 
     def render(*_):
         show(image, caption, draw_comm(model_dd.value, strategy_dd.value, size_slider.value),
-             describe_comm(model_dd.value, strategy_dd.value, size_slider.value, fabric_dd.value, inter_dd.value))
+             describe_comm(model_dd.value, strategy_dd.value, size_slider.value, topology_dd.value))
 
     for control in controls:
         control.observe(render, names="value")
     render()
-    return w.VBox([w.HBox([model_dd, strategy_dd]), size_slider, w.HBox([fabric_dd, inter_dd]), caption, image])
+    return w.VBox([w.HBox([model_dd, strategy_dd]), size_slider, topology_dd, caption, image])

@@ -1,7 +1,8 @@
 """Figures and an explorer for KV-cache memory against context length, with the weights crossover.
 
-Every byte count comes from :func:`ringlab.calc.kv_cache_bytes` (MHA, GQA, MQA, MLA, sliding window,
-tensor parallel, per GPU) and ``ModelConfig.weight_bytes``. Byte axes are decimal GB (1e9 B) on the
+Every byte count comes from :func:`ringlab.calc.kv_cache_bytes` (MHA, GQA, MQA, MLA, sliding and
+chunked windows, hybrids, tensor parallel, per GPU; summed over ``ModelConfig.layers``) and
+``ModelConfig.weight_bytes``. Byte axes are decimal GB (1e9 B) on the
 left and binary GiB (2**30 B) on the right.
 """
 
@@ -13,8 +14,8 @@ import numpy as np
 
 from ringlab.calc import (
     GB, HARDWARE, MODELS, dtype_bytes, format_bytes, get_model, kv_cache_bytes, kv_cache_bytes_per_token,
-    kv_heads_per_rank,
 )
+from ringlab.calc.kvcache import kv_cache_by_layer_kind
 
 from ._mpl import pyplot, show, widgets
 from .comm import gib_axis
@@ -26,7 +27,8 @@ KV_DTYPES = ("fp16", "bf16", "fp8", "int8", "fp32")
 
 
 def attention_kind(model) -> str:
-    """Short description of what the cache stores: "MHA 32/32", "GQA 8/64", "MQA", "MLA", "+ window W"."""
+    """Short description of what the cache stores: "MHA 32/32", "GQA 8/64", "MQA", "MLA", then what
+    differs between layers: "21/42 layers window 4096", "10/118 layers attend" (hybrids)."""
     m = get_model(model)
     if m.uses_mla:
         kind = f"MLA latent {m.kv_lora_rank}+{m.qk_rope_head_dim}"
@@ -36,7 +38,16 @@ def attention_kind(model) -> str:
         kind = f"MHA {m.num_attention_heads}/{m.num_attention_heads}"
     else:
         kind = f"GQA {m.num_key_value_heads}/{m.num_attention_heads}"
-    return kind + (f", window {m.sliding_window}" if m.sliding_window else "")
+    n = m.num_hidden_layers
+    attending = sum(layer.caches_kv for layer in m.layers)
+    if attending < n:
+        kind += f", {attending}/{n} layers attend"
+    for mixer, word in (("sliding", "window"), ("chunked", "chunk")):
+        windowed = [layer.window for layer in m.layers if layer.mixer == mixer]
+        if windowed:
+            share = "" if len(windowed) == attending else f"{len(windowed)}/{n} layers "
+            kind += f", {share}{word} {windowed[0]}"
+    return kind
 
 
 def crossover_tokens(model, batch_size: int = 1, dtype: str = "fp16", weight_dtype: str = "bf16", tp: int = 1,
@@ -65,11 +76,13 @@ def crossover_tokens(model, batch_size: int = 1, dtype: str = "fp16", weight_dty
 
 
 def tp_choices(model, candidates=(1, 2, 4, 8, 16)) -> tuple[int, ...]:
-    """The ``candidates`` TP degrees that divide, or are multiples of, the model's ``num_key_value_heads``
-    (the split :func:`ringlab.calc.kv_heads_per_rank` accepts; every degree for MLA, whose latent is not split)."""
+    """The ``candidates`` TP degrees that divide, or are multiples of, the KV heads of every attention
+    layer (the split :func:`ringlab.calc.kv_heads_per_rank` accepts; every degree for MLA, whose latent
+    is not split)."""
     m = get_model(model)
-    kv = m.num_key_value_heads
-    return tuple(tp for tp in candidates if m.uses_mla or (kv % tp == 0 if tp <= kv else tp % kv == 0))
+    counts = {layer.kv_heads for layer in m.layers if layer.caches_kv and layer.mixer != "mla"}
+    return tuple(tp for tp in candidates
+                 if all(kv % tp == 0 if tp <= kv else tp % kv == 0 for kv in counts))
 
 
 def _tokens_text(tokens: int) -> str:
@@ -164,28 +177,40 @@ def _heads_mistake(m, tokens: int, batch_size: int, dtype: str, tp: int, total: 
             f"({m.num_key_value_heads}) you would get {wrong / total:g}x this: {html.escape(format_bytes(wrong))}")
 
 
+def _formula(m, dtype: str, tp: int) -> str:
+    """The per-token sum with this model's numbers, one term per kind of KV layer."""
+    width = dtype_bytes(dtype)
+    rows = [row for row in kv_cache_by_layer_kind(m, 1, dtype, tp) if row["bytes_per_token"]]
+    if len(rows) == 1 and rows[0]["mixer"] != "mla" and rows[0]["k_head_dim"] == rows[0]["v_head_dim"]:
+        r = rows[0]
+        return f"2 (K, V) x {r['layers']} layers x {r['kv_heads']} KV heads x {r['k_head_dim']} x {width} B"
+    terms = []
+    for r in rows:
+        layers = f"{r['layers']} {r['mixer']} layers" if len(rows) > 1 else f"{r['layers']} layers"
+        if r["mixer"] == "mla":
+            terms.append(f"{layers} x ({m.kv_lora_rank} + {m.qk_rope_head_dim}) x {width} B")
+        else:
+            terms.append(f"{layers} x {r['kv_heads']} KV heads x ({r['k_head_dim']} + {r['v_head_dim']}) x {width} B")
+    return " + ".join(terms)
+
+
 def describe_kv(model, dtype: str = "fp16", tokens: int = 4096, batch_size: int = 1, tp: int = 1) -> str:
-    """HTML caption: the formula with this model's numbers, the total (GB and GiB), the
-    num_attention_heads mistake, and the context where the cache overtakes the weights."""
+    """HTML caption: the formula with this model's numbers (a term per kind of layer), the total (GB
+    and GiB), what windows hold, the num_attention_heads mistake, and the context where the cache
+    overtakes the weights."""
     m = get_model(model)
     per_token = kv_cache_bytes_per_token(m, dtype, tp)
     total = kv_cache_bytes(m, tokens, batch_size, dtype, tp)
-    width = dtype_bytes(dtype)
-    if m.uses_mla:
-        formula = f"{m.num_hidden_layers} layers x ({m.kv_lora_rank} + {m.qk_rope_head_dim}) x {width} B"
-        wrong = ""
-    else:
-        heads = kv_heads_per_rank(m, tp)
-        formula = f"2 (K, V) x {m.num_hidden_layers} layers x {heads} KV heads x {m.head_dim} x {width} B"
-        wrong = _heads_mistake(m, tokens, batch_size, dtype, tp, total)
-    window = (f"<br>sliding window: layers hold min(tokens, {m.sliding_window}) = "
-              f"{min(tokens, m.sliding_window):,} tokens" if m.sliding_window else "")
+    wrong = "" if m.uses_mla else _heads_mistake(m, tokens, batch_size, dtype, tp, total)
+    windows = "".join(
+        f"<br>{row['layers']} {row['mixer']} layers hold min(tokens, {row['window']}) = {row['held_tokens']:,} tokens"
+        for row in kv_cache_by_layer_kind(m, tokens, dtype, tp) if row["window"])
     cross = crossover_tokens(m, batch_size, dtype, "bf16", tp)
     where = (f"at {_tokens_text(cross)} tokens per sequence" if cross is not None
-             else "never: the sliding window caps the cache")
+             else "never: the windows cap the cache")
     return (f"<b>{html.escape(m.name)}</b> ({html.escape(attention_kind(m))}), TP {tp}: "
-            f"{formula} = <b>{per_token:,} B per token</b> per GPU<br>"
-            f"x {tokens:,} tokens x batch {batch_size} = <b>{html.escape(format_bytes(total))}</b>{window}{wrong}"
+            f"{_formula(m, dtype, tp)} = <b>{per_token:,} B per token</b> per GPU<br>"
+            f"x {tokens:,} tokens x batch {batch_size} = <b>{html.escape(format_bytes(total))}</b>{windows}{wrong}"
             f"<br>KV cache = bf16 weights per GPU (batch {batch_size}): {where}")
 
 

@@ -1,6 +1,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from ringlab.cli import main as ringlab_main
 from ringlab.commands.calc import SUBCOMMANDS, main
 
@@ -48,3 +50,35 @@ def test_usage_lists_calculators(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in SUBCOMMANDS)
+
+
+def test_kv_breaks_the_cache_down_by_layer_kind(capsys):
+    assert main(["kv", "--model", str(FIXTURES / "gemma-3-27b.json"), "--tokens", "32768", "--dtype", "bf16",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {row["mixer"]: row for row in data["layers"]}
+    # Gemma 3 report: 62 layers, 5 local (window 1024) : 1 global; 16 KV heads of 128 -> 8,192 B/token/layer
+    assert rows["sliding"]["layers"] == 52 and rows["sliding"]["held_tokens"] == 1024
+    assert rows["full"]["layers"] == 10 and rows["full"]["held_tokens"] == 32768
+    assert data["total"]["bytes"] == 8192 * (52 * 1024 + 10 * 32768)
+    assert any("vision_config not counted" in n for n in data["notes"])
+    assert main(["kv", "--model", "nemotron-h-56b", "--tokens", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert "54 x mamba: no KV cache" in out and "10 x full" in out
+
+
+def test_kv_refuses_unsupported_layouts(capsys):
+    assert main(["kv", "--model", str(FIXTURES / "deepseek-v3.2.json"), "--tokens", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not supported" in err and "index_head_dim" in err
+
+
+def test_comm_takes_the_parameters_of_a_model(capsys):
+    assert main(["comm", "--strategy", "ddp", "--model", str(FIXTURES / "gpt2.json"), "--world-size", "4",
+                 "--dtype", "fp32", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["n_params"] == 124_439_808
+    assert data["bytes_sent_per_rank"] == 2 * 3 * 124_439_808 * 4 // 4
+    with pytest.raises(SystemExit) as stop:  # argparse: --params and --model exclude each other
+        main(["comm", "--strategy", "ddp", "--model", "llama-2-7b", "--params", "7e9", "--world-size", "4"])
+    assert stop.value.code == 2 and "not allowed with argument" in capsys.readouterr().err

@@ -81,3 +81,20 @@ def test_bubble_grid_text(capsys):
 def test_errors_exit_2(capsys, argv, message):
     code, _, err = run(capsys, *argv)
     assert code == 2 and message in err
+
+
+def test_roofline_tf32_uses_the_tensor_core_peak(capsys):
+    _, out, _ = run(capsys, "roofline", "--flops", "1e12", "--bytes", "1e9", "--hardware", "a100-sxm-80gb",
+                    "--dtype", "tf32", "--json")
+    assert json.loads(out)["peak_flops"] == 156e12  # A100 datasheet: TF32 tensor 156 TFLOPS (312 sparse)
+    _, out, _ = run(capsys, "roofline", "--flops", "1e12", "--bytes", "1e9", "--hardware", "a100-sxm-80gb",
+                    "--dtype", "fp32", "--json")
+    assert json.loads(out)["peak_flops"] == 19.5e12  # plain FP32 is not TF32
+
+
+def test_decode_reads_only_what_each_layer_holds(capsys):
+    # gpt-oss-20b at 32k tokens: 12 full layers hold 32,768 tokens, 12 banded ones 128 (model card).
+    code, out, _ = run(capsys, "decode", "--model", "gpt-oss-20b", "--hardware", "gb200", "--context", "32768",
+                       "--batch", "1", "--json")
+    assert code == 0
+    assert json.loads(out)["step"]["kv_bytes_per_sequence"] == 8 * 64 * 2 * 2 * (12 * 32768 + 12 * 128)

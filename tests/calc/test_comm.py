@@ -162,3 +162,17 @@ def test_bus_bandwidth_definition():
     assert bus_bandwidth("all_gather", s, (n - 1) / n * s / link, n) == pytest.approx(link)
     with pytest.raises(ValueError):
         bus_bandwidth("all_reduce", s, 0, n)
+
+
+@pytest.mark.parametrize("collective, factor", [
+    ("all_reduce", 2 * 7 / 8), ("reduce_scatter", 7 / 8), ("all_gather", 7 / 8), ("all_to_all", 7 / 8),
+    ("broadcast", 1.0), ("reduce", 1.0),
+])
+def test_bus_bandwidth_covers_all_six_collectives(collective, factor):
+    # nccl-tests doc/PERFORMANCE.md factors; calc's bus_bandwidth is the collectives' busbw itself.
+    from ringlab.collectives.cost import busbw
+
+    assert bus_bandwidth is busbw
+    assert bus_bandwidth(collective, 8e9, 0.5, 8) == pytest.approx(16e9 * factor)
+    with pytest.raises(ValueError, match="collective must be one of"):
+        bus_bandwidth("allreduce", 8e9, 0.5, 8)

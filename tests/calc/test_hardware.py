@@ -4,7 +4,7 @@ import pytest
 
 from ringlab.calc.hardware import HARDWARE, Hardware, get_hardware, peak_flops
 
-REQUIRED = ["a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h200",
+REQUIRED = ["a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h200",
             "b200", "mi300x", "l4", "t4", "rtx-4090", "tpu-v5e", "tpu-v5p"]
 
 
@@ -63,3 +63,40 @@ def test_hardware_is_frozen_and_validated():
     with pytest.raises(ValueError):
         dataclasses.replace(HARDWARE["l4"], memory=0)
     assert isinstance(HARDWARE["l4"], Hardware)
+
+
+# Datasheet figures of the chips added for issue 19: (bf16 dense, bf16 sparse, fp8 dense, tf32 dense,
+# fp4 dense, memory GB, HBM TB/s). Sources: NVIDIA GB200 / GB300 NVL72, L40S and A100 datasheets (per
+# GPU: NVL72 figures / 72), AMD MI325X / MI355X data sheets, Google Cloud TPU v6e docs.
+NEW_CHIPS = {
+    "gb200": (2500, 5000, 5000, 1250, 10000, 186, 8.0),
+    "gb300": (2500, 5000, 5000, 1250, 15000, 288, 8.0),
+    "mi325x": (1307.4, 2614.9, 2614.9, 653.7, None, 256, 6.0),
+    "mi355x": (2516.6, 5033.2, 5033.2, None, 10066.4, 288, 8.0),
+    "l40s": (362.05, 733, 733, 183, None, 48, 0.864),
+    "tpu-v6e": (918, None, None, None, None, 32, 1.64),
+    "a100-pcie-40gb": (312, 624, None, 156, None, 40, 1.555),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_CHIPS))
+def test_new_chip_presets(name):
+    bf16, bf16_sparse, fp8, tf32, fp4, mem_gb, tb_s = NEW_CHIPS[name]
+    hw = HARDWARE[name]
+    assert (hw.tflops_bf16, hw.tflops_bf16_sparse, hw.tflops_fp8, hw.tflops_tf32, hw.tflops_fp4) == (
+        bf16, bf16_sparse, fp8, tf32, fp4)
+    assert hw.memory == mem_gb * 10**9 and hw.hbm_bandwidth == pytest.approx(tb_s * 1e12) and hw.source
+    if tf32 is None:
+        with pytest.raises(ValueError, match="no published tf32"):
+            peak_flops(hw, "tf32")
+
+
+def test_tf32_is_the_tensor_core_rate_and_sparse_doubles_it():
+    for hw in HARDWARE.values():
+        if hw.tflops_tf32:
+            assert hw.tflops_fp32 is None or hw.tflops_tf32 >= hw.tflops_fp32  # equal on the RTX 4090 (Ada)
+            assert hw.tflops_tf32_sparse in (None, 2 * hw.tflops_tf32)
+        if hw.tflops_fp4 and hw.tflops_fp8:
+            assert hw.tflops_fp4 >= 2 * hw.tflops_fp8
+    assert peak_flops("h100-sxm", "tf32") == 494.5e12 and peak_flops("h100-sxm", "tf32", sparse=True) == 989e12
+    assert peak_flops("b200", "nvfp4") == 9000e12

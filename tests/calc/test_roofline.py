@@ -1,6 +1,7 @@
 """Roofline (PROBLEMS.md P3) and the kernel cost helpers."""
 
 import math
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -117,7 +118,26 @@ def test_roofline_time_is_the_larger_partial_time(flops, nbytes, hw):
     assert r.time_s >= r.memory_time_s and r.time_s >= r.compute_time_s
     assert r.fraction_of_peak <= 1 + 1e-12
     assert r.fraction_of_peak == pytest.approx(min(1.0, r.intensity / r.ridge_point))
-    assert (r.bound == "memory") == (r.intensity < r.ridge_point) or math.isclose(r.intensity, r.ridge_point)
+    # the documented rule, decided exactly: memory-bound iff flops / bytes < peak / bandwidth (ties: compute)
+    below = Fraction(flops) * Fraction(r.bandwidth) < Fraction(r.peak_flops) * Fraction(nbytes)
+    assert r.bound == ("memory" if below else "compute")
+
+
+@pytest.mark.parametrize("hw", ["a100-sxm-80gb", "h100-sxm", "mi300x", "l4"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_kernel_exactly_at_the_ridge_is_compute_bound(hw, sparse):
+    from ringlab.calc.hardware import HARDWARE, peak_flops
+
+    peak, bw = peak_flops(HARDWARE[hw], "bf16", sparse=sparse), HARDWARE[hw].hbm_bandwidth
+    at = roofline(peak, bw, hw, sparse=sparse)  # intensity = peak / bw exactly: the ridge
+    assert at.bound == "compute" and at.ridge_point == peak / bw
+    below = roofline(peak, bw * (1 + 2**-40), hw, sparse=sparse)
+    assert below.bound == "memory"
+
+
+def test_sparse_ridge_point_uses_the_sparse_peak():
+    dense, sparse = roofline(1e12, 1e9, "h100-sxm"), roofline(1e12, 1e9, "h100-sxm", sparse=True)
+    assert dense.ridge_point == 989e12 / dense.bandwidth and sparse.ridge_point == 1979e12 / sparse.bandwidth
 
 
 @settings(max_examples=50, deadline=None)

@@ -16,7 +16,7 @@ def test_dtype_sizes_and_aliases():
     assert dtype_bytes("int4") == Fraction(1, 2)
     assert dtype_bytes("bfloat16") == 2 and dtype_bytes("torch.float16") == 2 and dtype_bytes("Float32") == 4
     assert canonical_dtype("float8_e4m3fn") == "fp8"
-    assert set(DTYPE_BYTES) == {"fp32", "fp16", "bf16", "fp8", "int8", "int4"}
+    assert set(DTYPE_BYTES) == {"fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4"}
 
 
 def test_unknown_dtype_lists_accepted_names():

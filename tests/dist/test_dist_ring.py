@@ -119,6 +119,9 @@ def _rank_checks():
     x = _input(me, 103, "float32", 999)
     buf = x.clone()
     records["direct"] = (_numpy(x), _numpy(buf), run_schedule(_direct(WORLD), buf))
+    avg = x.clone()
+    run_schedule(_direct(WORLD), avg, op="avg")
+    records["direct_avg"] = _numpy(avg)
     return records
 
 
@@ -215,6 +218,10 @@ def test_shape_is_kept(ranks):
 def test_any_schedule_runs_in_processes_as_in_the_simulator(ranks):
     xs = np.stack([r["direct"][0] for r in ranks])
     sim = sim_run_schedule(_direct(WORLD), xs)
+    sim_avg = sim_run_schedule(_direct(WORLD), xs, op="avg")  # avg divides the sum by N, in processes as here
+    for r, rec in enumerate(ranks):
+        assert (rec["direct_avg"].view(np.uint32) == sim_avg.outputs[r].view(np.uint32)).all()
+        assert np.allclose(rec["direct_avg"], xs.astype(np.float64).sum(0) / WORLD, atol=1e-5)
     for r, rec in enumerate(ranks):
         _, out, (sent, received) = rec["direct"]
         assert (out.view(np.uint32) == sim.outputs[r].view(np.uint32)).all()

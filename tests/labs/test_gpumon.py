@@ -82,11 +82,11 @@ def cells(path: Path) -> list[list[str]]:
         return list(csv.reader(f))
 
 
-def record(path: Path, sampler, clock, count: int, interval: float = 5.0) -> list[list[str]]:
+def record(path: Path, sampler, clock, count: int, interval: float = 5.0, dedup: bool = True) -> list[list[str]]:
     """Run the monitor for ``count`` ticks on the fake clock; return the log's cells, header first."""
     with GpumonLog(path) as log:
         ticks = gpumon.run(sampler, log, interval=interval, count=count,
-                           clock=clock.monotonic, sleep=clock.sleep, utcnow=clock.utcnow)
+                           clock=clock.monotonic, sleep=clock.sleep, utcnow=clock.utcnow, dedup=dedup)
     assert ticks == count
     return cells(path)
 
@@ -118,18 +118,30 @@ def test_driver_unreachable_exit_9_keeps_sampling(tmp_path, fake_smi, clock):
     fake_smi.play({"stdout": GPU0}, {"stdout": failed + "\n", "rc": 9}, {"stdout": failed + "\n", "rc": 9},
                   {"stdout": GPU0})
     got = record(tmp_path / "log.csv", SmiSampler(), clock, count=4)
-    assert got[1:] == [
+    assert got[1:] == [  # the same error on the next tick is not written again
         s0(0),
         event(1, "error", "smi", code=9, message=failed), event(1, "lost", "smi", 0, UUID0, H100),
-        event(2, "error", "smi", code=9, message=failed),
         event(3, "back", "smi", 0, UUID0, H100), s0(3),
     ]
 
 
 def test_no_devices_found_exit_6(tmp_path, fake_smi, clock):
     fake_smi.play({"stdout": "No devices were found\n", "rc": 6})
-    got = record(tmp_path / "log.csv", SmiSampler(), clock, count=2)
+    got = record(tmp_path / "log.csv", SmiSampler(), clock, count=2, dedup=False)
     assert got[1:] == [event(k, "error", "smi", code=6, message="No devices were found") for k in (0, 1)]
+
+
+def test_a_repeated_error_is_written_once_and_again_after_it_cleared(tmp_path, fake_smi, clock):
+    gone = {"stdout": "No devices were found\n", "rc": 6}
+    fake_smi.play(gone, gone, gone, {"stdout": GPU0}, gone, {"rc": 9}, gone)
+    got = record(tmp_path / "log.csv", SmiSampler(), clock, count=7)
+    assert got[1:] == [
+        event(0, "error", "smi", code=6, message="No devices were found"),
+        s0(3),
+        event(4, "error", "smi", code=6, message="No devices were found"), event(4, "lost", "smi", 0, UUID0, H100),
+        event(5, "error", "smi", code=9, message="nvidia-smi exited with status 9"),
+        event(6, "error", "smi", code=6, message="No devices were found"),
+    ]
 
 
 def test_nonzero_exit_without_text_and_stderr_text(tmp_path, fake_smi, clock):
@@ -158,7 +170,7 @@ def test_smi_missing_writes_error_rows(tmp_path, monkeypatch, clock):
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     got = record(tmp_path / "log.csv", SmiSampler(), clock, count=2)
-    assert got[1:] == [event(k, "error", "smi", message="nvidia-smi not found on PATH") for k in (0, 1)]
+    assert got[1:] == [event(0, "error", "smi", message="nvidia-smi not found on PATH")]  # once, not every tick
 
 
 def test_auto_without_nvml_and_without_smi_says_why(tmp_path, monkeypatch, clock):
@@ -450,7 +462,8 @@ def make_sample_log(path: Path, fake_smi, clock) -> None:
     steps = [{"stdout": line(0, UUID0, *g0) + "\n" + (line(1, UUID1, *g1) if g1 else lost) + "\n",
               "rc": 0 if g1 else 15} for g0, g1 in plan]
     fake_smi.play(*steps)
-    record(path, SmiSampler(), clock, count=len(plan))
+    # Recorded with every error row, repeats included, as notebook 09 reads it (dedup came later).
+    record(path, SmiSampler(), clock, count=len(plan), dedup=False)
 
 
 def test_shipped_sample_log_is_reproduced(tmp_path, fake_smi, clock):

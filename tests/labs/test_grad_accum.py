@@ -67,3 +67,30 @@ def test_measure_rejects_bad_arguments():
         measure(layouts=["three buckets"])
     with pytest.raises(ValueError, match="k and steps"):
         measure(k=0)
+
+
+def _static_graph_no_sync(seed):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ringlab.labs.grad_accum import accumulate, make_batches, make_model
+
+    ddp = DDP(make_model(seed), static_graph=True)
+    x, y = make_batches(seed, dist.get_world_size(), 3)
+    rank = dist.get_rank()
+    try:
+        accumulate(ddp, list(zip(x[rank], y[rank])), "no_sync")
+    except ValueError as exc:
+        refused = str(exc)
+    else:
+        refused = None
+    accumulate(ddp, list(zip(x[rank], y[rank])), "every_backward")  # still fine without no_sync
+    return refused
+
+
+def test_static_graph_with_no_sync_is_refused_with_a_reason():
+    """torch's DDP(static_graph=True) cannot skip reductions: the lab says so instead of an internal assert."""
+    from ringlab.dist import launch
+
+    for message in launch(_static_graph_no_sync, 2, timeout=60, args=(0,), threads=1):
+        assert message is not None and "static_graph" in message and "every_backward" in message

@@ -109,3 +109,33 @@ def test_agreeing_ranks_are_never_named_and_the_majority_is_never_named(pairs):
         assert len(named) == len(held) - top  # exactly the ranks outside the reference group
         assert all(held.count(held[r]) <= top for r in named)
     assert all(set(fields) <= set(FIELDS) for fields in diffs.values())
+
+
+def test_a_skipped_collective_is_named_with_its_number_and_a_hint():
+    fps = [_fp("BARRIER", None, None, None, seq=3)] * 3 + [_fp(seq=3)]
+    text = describe_mismatch(fps)
+    assert ("rank 3 is at collective #3 (ALLREDUCE) while ranks 0, 1, 2 are at collective #3 (BARRIER)" in text)
+    assert "rank 3 probably skipped a BARRIER" in text
+
+
+class _FakeDevice:
+    def __init__(self, text):
+        self.type = text.split(":")[0]
+        self._text = text
+
+    def __str__(self):
+        return self._text
+
+
+class _FakeTensor:
+    def __init__(self, device, shape=(4,), dtype="torch.float32"):
+        self.device, self.shape, self.dtype = _FakeDevice(device), shape, dtype
+
+
+def test_ranks_on_different_gpus_agree_but_cpu_against_cuda_differs():
+    """Rank r drives cuda:r, so the device index is not compared; the device type is (as torch's check does)."""
+    gpus = [Fingerprint.of(0, "ALLREDUCE", _FakeTensor(f"cuda:{r}")) for r in range(4)]
+    assert {fp.device for fp in gpus} == {"cuda"} and compare_fingerprints(gpus) == {}
+    mixed = gpus[:3] + [Fingerprint.of(0, "ALLREDUCE", _FakeTensor("cpu"))]
+    assert compare_fingerprints(mixed) == {3: ("device",)}
+    assert "device: cuda on ranks 0, 1, 2 vs cpu on rank 3" in describe_mismatch(mixed)

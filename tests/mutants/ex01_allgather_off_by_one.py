@@ -1,7 +1,7 @@
 """All-gather starts one chunk too early: rank r forwards chunk (r - s) instead of (r + 1 - s)."""
 
 # words the grader's first failure message must contain
-EXPECT = ['rank', 'element', 'expected']
+EXPECT = ['rank', 'element', 'expected', 'one chunk early']
 import numpy as np
 
 

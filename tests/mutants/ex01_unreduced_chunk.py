@@ -1,7 +1,7 @@
 """Forwards its ORIGINAL chunk at every reduce-scatter step instead of the running partial sum."""
 
 # words the grader's first failure message must contain
-EXPECT = ['rank', 'element', 'expected']
+EXPECT = ['rank', 'element', 'expected', 'original chunk']
 import numpy as np
 
 

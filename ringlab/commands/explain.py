@@ -1,0 +1,97 @@
+"""``ringlab explain``: read nccl-tests output and NCCL_DEBUG logs; say what ran and what it should reach.
+
+    ringlab explain run.txt [nccl.log ...] [--json] [--plot busbw.png] [--nics 8 --nic-gbps 400]
+    mpirun ... all_reduce_perf ... | ringlab explain -
+
+All files are read together: a table in one file and its NCCL_DEBUG_FILE logs in others describe one
+run. Exit codes: 0 read and explained; 1 a correctness failure (#wrong > 0) was found; 2 usage error
+or an input that is not nccl-tests output, nccl-tests/rccl-tests JSON or an NCCL log (the message
+names the line). The model and its sources are in :mod:`ringlab.nccl`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ringlab import cli_args
+from ringlab.nccl import ParseError, explain_texts
+from ringlab.nccl.lines import decode
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``ringlab explain``."""
+    p = cli_args.ArgumentParser(prog="ringlab explain", description=__doc__.splitlines()[0])
+    p.add_argument("files", nargs="+", metavar="FILE", type=cli_args.text(),
+                   help="nccl-tests output, -J JSON, or NCCL log; '-' for stdin")
+    p.add_argument("--json", action="store_true", help="print JSON (an object, or a list when several runs)")
+    p.add_argument("--plot", metavar="PNG", type=cli_args.figure_file,
+                   help="draw busbw against message size with the ceiling (matplotlib)")
+    p.add_argument("--nics", type=cli_args.integer(min=1, max=1024), help="NICs in use per node, for the multi-node ceiling")
+    p.add_argument("--nic-gbps", type=cli_args.real(min=0, min_open=True, max=100_000),
+                   help="line rate per NIC in Gb/s (bits) as sold (400 for NDR = 50 GB/s), multi-node ceiling")
+    return p
+
+
+def _read(name: str) -> str:
+    return decode(cli_args.read_input(name))
+
+
+def plot(reports, path: str) -> None:
+    """busbw (GB/s) against size (bytes, log scale) per run, with its ceiling and alpha-beta fit, saved as PNG."""
+    from ringlab.viz._mpl import pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for i, rep in enumerate(reports):
+        rows = sorted(rep.run.rows, key=lambda r: r.size)
+        if not rows:
+            continue
+        colour = f"C{i % 10}"
+        label = os.path.basename(rep.source) if len(reports) > 1 else (rep.facts.collective or "busbw")
+        ax.plot([r.size for r in rows], [r.busbw for r in rows], "o-", color=colour, ms=3, label=f"{label} measured")
+        if rep.fit is not None and rep.facts.bus_ratio:
+            sizes = [r.size for r in rows]
+            model = [s / rep.fit.time(s) * rep.facts.bus_ratio / 1e9 for s in sizes]
+            ax.plot(sizes, model, ":", color=colour, label=f"alpha-beta fit (alpha {rep.fit.alpha * 1e6:.1f} us)")
+        if rep.fit is not None:
+            ax.axvline(rep.fit.crossover, color=colour, ls="-.", lw=0.8,
+                       label=f"latency-bound below {rep.fit.crossover:,.0f} B")
+        if rep.expected_busbw:
+            ax.axhline(rep.expected_busbw / 1e9, color=colour, ls="--", lw=1,
+                       label=f"ceiling {rep.expected_busbw / 1e9:g} GB/s")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size S (bytes)")
+    ax.set_ylabel("busbw (GB/s, 1e9 B/s)")
+    ax.set_title("busbw against message size")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    """Run ``ringlab explain`` on ``argv``; return 0, 1 (correctness failure) or exit with 2 (usage, unreadable input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.files.count("-") > 1:
+        parser.exit(2, "ringlab explain: error: stdin ('-') can be given once\n")
+    try:
+        inputs = [(name if name != "-" else "<stdin>", _read(name)) for name in args.files]
+        reports = explain_texts(inputs, nics=args.nics, nic_gbps=args.nic_gbps)
+    except OSError as exc:
+        parser.exit(2, f"ringlab explain: error: {exc.filename or ''}: {exc.strerror or exc}\n")
+    except (ParseError, ValueError, TypeError) as exc:
+        parser.exit(2, f"ringlab explain: error: {exc}\n")
+    if args.json:
+        data = [r.as_dict() for r in reports]
+        print(cli_args.json_text(data[0] if len(data) == 1 else data))
+    else:
+        print("\n\n".join(r.text() for r in reports))
+    if args.plot:
+        try:
+            plot(reports, args.plot)
+        except (OSError, ImportError) as exc:
+            parser.exit(2, f"ringlab explain: error: --plot: {exc}\n")
+    return 1 if any(r.correctness_failure for r in reports) else 0

@@ -1,0 +1,407 @@
+"""The block allocator behind a paged KV cache: block tables, reference counts, prefix sharing, copy-on-write.
+
+The cache is a pool of ``num_blocks`` physical blocks of ``block_size`` token slots each (vLLM's
+PagedAttention, Kwon et al. 2023, arXiv:2309.06180). A sequence owns a *block table*: the physical
+block ids holding its tokens in order, token ``i`` in slot ``i % block_size`` of table entry
+``i // block_size``. So a sequence of ``L`` tokens holds ``ceil(L / block_size)`` blocks.
+
+Prefix sharing (vLLM's automatic prefix caching). Every *full* block gets a key that covers its own
+tokens and, through the key of the block before it, every token before it:
+``key_i = (hash(key_{i-1}), tokens of block i)``. Two sequences share physical block ``i`` only when
+their keys agree, so equal blocks after different prefixes never merge, and a partial block is never
+shared by key (its content is still changing). The key keeps the block's tokens themselves, so blocks
+with different tokens can never collide; only the 64-bit hash of the prefix could.
+
+A freed block whose content is still valid (it has a key) is not wiped: it joins an LRU cache of free
+blocks and can be found again by a later request with the same prefix; it is recycled (its key
+forgotten) only when no never-used or uncached block is left, least recently freed first. A sequence
+frees its blocks from the last to the first, so a prefix's tail is evicted before its head.
+
+Copy-on-write. :meth:`BlockManager.fork` gives the child the parent's table, every block's reference
+count + 1 (parallel sampling, beam search). The first write into a block that another table also
+holds copies exactly that block into a fresh one; full shared blocks are never written again, so a
+fork copies at most its one partial last block. ``copies`` counts them and ``pending_copies`` lists
+the ``(src, dst)`` pairs an engine would copy on the GPU.
+
+Watermark. Admission (:meth:`BlockManager.can_allocate`, :meth:`BlockManager.allocate`) keeps
+``watermark_blocks`` free so that running sequences can still grow; growth (:meth:`append_token`,
+copy-on-write) may use them.
+
+Sizes: :func:`block_bytes` is KV bytes per token (:func:`ringlab.calc.kvcache.kv_cache_bytes_per_token`)
+x ``block_size``; Llama-2-7B in fp16 holds 524,288 B per token, so a 16-token block is 8 MiB and a
+60 GiB pool holds 7,680 blocks = 122,880 tokens (PROBLEMS.md P13).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Hashable, Sequence
+
+from ringlab.calc.kvcache import kv_cache_bytes_per_token
+from ringlab.calc.models import ModelConfig
+from ringlab.calc.units import positive_int
+
+
+class OutOfBlocksError(RuntimeError):
+    """The pool cannot hold a request now (``needed`` > ``available``), or ever (``never`` is True:
+    it needs more than the pool less the watermark)."""
+
+    def __init__(self, message: str, needed: int, available: int, never: bool = False):
+        super().__init__(message)
+        self.needed, self.available, self.never = needed, available, never
+
+
+class InvariantError(AssertionError):
+    """:meth:`BlockManager.check_invariants` found the allocator's books inconsistent."""
+
+
+def block_bytes(model: str | ModelConfig, block_size: int = 16, dtype: str = "fp16", tp: int = 1) -> int:
+    """Bytes of one KV block on one GPU (int): ``kv_cache_bytes_per_token(model, dtype, tp) x block_size``.
+
+    Every layer's cache has its own block for the same token positions, so a block of the pool
+    stands for ``block_size`` tokens in all layers. Raises ValueError/TypeError like the calculator.
+    """
+    return kv_cache_bytes_per_token(model, dtype, tp) * positive_int(block_size, "block_size")
+
+
+def pool_blocks(pool_bytes: int, model: str | ModelConfig, block_size: int = 16, dtype: str = "fp16",
+                tp: int = 1) -> int:
+    """Whole blocks that fit in ``pool_bytes`` of KV memory (int): ``pool_bytes // block_bytes(...)``.
+
+    Llama-2-7B, fp16, 16-token blocks, 60 GiB: 64,424,509,440 // 8,388,608 = 7,680 blocks.
+    Raises ValueError for a non-positive ``pool_bytes``.
+    """
+    return positive_int(pool_bytes, "pool_bytes") // block_bytes(model, block_size, dtype, tp)
+
+
+def _chain(parent: int | None, tokens: tuple) -> tuple:
+    """Key of a full block: its parent's hash (None for the first block) and its own tokens."""
+    return (None if parent is None else hash(parent), tokens)
+
+
+class BlockManager:
+    """Paged KV-cache blocks for many sequences (see the module docstring for the model).
+
+    Args:
+        num_blocks: physical blocks in the pool (int >= 1).
+        block_size: token slots per block (int >= 1; vLLM's default is 16).
+        watermark_blocks: blocks admission leaves free for running sequences to grow (int >= 0,
+            less than ``num_blocks``).
+        enable_prefix_caching: share full blocks by chained key and keep freed ones cached (default True).
+
+    Sequence ids are any hashable values; token ids any hashable values (ints in practice).
+    Errors: ValueError for bad sizes, unknown or duplicate sequence ids and empty prompts;
+    :class:`OutOfBlocksError` when the pool cannot hold what is asked (the books are left unchanged).
+    """
+
+    def __init__(self, num_blocks: int, block_size: int = 16, watermark_blocks: int = 0,
+                 enable_prefix_caching: bool = True):
+        self.num_blocks = positive_int(num_blocks, "num_blocks")
+        self.block_size = positive_int(block_size, "block_size")
+        if isinstance(watermark_blocks, bool) or not isinstance(watermark_blocks, int) \
+                or not 0 <= watermark_blocks < self.num_blocks:
+            raise ValueError(f"watermark_blocks must be an int in [0, num_blocks={self.num_blocks}), "
+                             f"got {watermark_blocks!r}")
+        if not isinstance(enable_prefix_caching, bool):
+            raise TypeError(f"enable_prefix_caching must be a bool, got {enable_prefix_caching!r}")
+        self.watermark_blocks = watermark_blocks
+        self.enable_prefix_caching = enable_prefix_caching
+        self._ref = [0] * self.num_blocks
+        self._key: list[tuple | None] = [None] * self.num_blocks  # key of a full, registered block
+        self._free: deque[int] = deque(range(self.num_blocks))  # ref 0, no valid content
+        self._evictor: OrderedDict[tuple, int] = OrderedDict()  # ref 0, valid content: LRU first
+        self._cached: dict[tuple, int] = {}  # every registered key -> its block (held or in the evictor)
+        self._tables: dict[Hashable, list[int]] = {}
+        self._tokens: dict[Hashable, list] = {}
+        self._keys: dict[Hashable, list[tuple]] = {}  # chain keys of each sequence's full blocks
+        self.prefix_cache_hits = 0  # blocks found by key instead of filled again
+        self.copies = 0  # copy-on-write copies made
+        self.evictions = 0  # cached blocks recycled for new content
+        self.pending_copies: list[tuple[int, int]] = []  # (src, dst) copies not yet taken by the engine
+
+    # ---- reading the books -------------------------------------------------------------------
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks allocatable now: never-used or uncached free blocks plus cached free ones."""
+        return len(self._free) + len(self._evictor)
+
+    @property
+    def num_cached_free_blocks(self) -> int:
+        """Free blocks that still hold a valid prefix and can be found by key."""
+        return len(self._evictor)
+
+    @property
+    def num_used_blocks(self) -> int:
+        """Blocks held by at least one block table."""
+        return self.num_blocks - self.num_free_blocks
+
+    def block_table(self, seq_id) -> list[int]:
+        """Physical block ids of ``seq_id`` in token order (a copy). ValueError for an unknown id."""
+        return list(self._table(seq_id))
+
+    def tokens(self, seq_id) -> list:
+        """Token ids held for ``seq_id`` (a copy)."""
+        self._table(seq_id)
+        return list(self._tokens[seq_id])
+
+    def ref_count(self, block: int) -> int:
+        """How many block tables hold physical ``block``."""
+        return self._ref[block]
+
+    def sequences(self) -> list:
+        """Ids of the sequences that hold blocks, in allocation order."""
+        return list(self._tables)
+
+    def blocks_needed(self, token_lists: Sequence[Sequence]) -> int:
+        """Free blocks that allocating each token list in turn (as new sequences) would take.
+
+        Counts full blocks found by key (held ones cost nothing, cached free ones one each, since they
+        leave the free pool) and, within the batch, blocks an earlier list of it would register.
+        """
+        drawn: set[tuple] = set()  # cached keys whose free block this batch already took
+        added: set[tuple] = set()  # keys the batch itself would register
+        need = 0
+        for tokens in token_lists:
+            keys, partial = self._prompt_keys(tokens)
+            for key in keys:
+                hit = self.enable_prefix_caching and (key in self._cached or key in added)
+                if not hit:
+                    need += 1
+                    if self.enable_prefix_caching and key not in self._cached:
+                        added.add(key)
+                elif key in self._cached and self._ref[self._cached[key]] == 0 and key not in drawn:
+                    need += 1  # it leaves the cache of free blocks
+                    drawn.add(key)
+            need += partial
+        return need
+
+    def cached_tokens(self, token_ids: Sequence) -> int:
+        """Leading tokens of ``token_ids`` whose full blocks are cached by key (a multiple of block_size)."""
+        keys, _ = self._prompt_keys(token_ids)
+        hits = 0
+        if self.enable_prefix_caching:
+            for key in keys:
+                if key not in self._cached:
+                    break
+                hits += 1
+        return hits * self.block_size
+
+    def can_allocate(self, *token_lists: Sequence) -> bool:
+        """Whether :meth:`allocate` of each token list (new sequences, in order) fits while leaving
+        ``watermark_blocks`` free."""
+        return self.blocks_needed(token_lists) <= self.num_free_blocks - self.watermark_blocks
+
+    # ---- changing the books ------------------------------------------------------------------
+    def allocate(self, seq_id, token_ids: Sequence) -> list[int]:
+        """Give new sequence ``seq_id`` blocks for its prompt ``token_ids`` (non-empty); return its table.
+
+        Full blocks whose chain key is cached are shared (``prefix_cache_hits`` += 1 each); the rest are
+        fresh. (A cached block after a missing one is still valid: its key covers the whole prefix.) Raises ValueError for a known ``seq_id`` or an empty prompt,
+        :class:`OutOfBlocksError` if the blocks needed exceed the free blocks less the watermark.
+        """
+        if seq_id in self._tables:
+            raise ValueError(f"sequence {seq_id!r} already holds blocks; free it first")
+        tokens = list(token_ids)
+        if not tokens:
+            raise ValueError(f"token_ids of sequence {seq_id!r} must not be empty")
+        need = self.blocks_needed([tokens])
+        room = self.num_free_blocks - self.watermark_blocks
+        if need > room:
+            never = need > self.num_blocks - self.watermark_blocks
+            raise OutOfBlocksError(
+                f"sequence {seq_id!r} needs {need} blocks for {len(tokens)} tokens; {room} of {self.num_blocks} "
+                f"are free above the watermark of {self.watermark_blocks}"
+                + (" (it can never fit this pool)" if never else ""), need, room, never)
+        keys, partial = self._prompt_keys(tokens)
+        table = []
+        for key in keys:
+            if self.enable_prefix_caching and key in self._cached:
+                block = self._cached[key]
+                if self._ref[block] == 0:
+                    del self._evictor[key]
+                self._ref[block] += 1
+                self.prefix_cache_hits += 1
+            else:
+                block = self._take()
+                self._register(block, key)
+            table.append(block)
+        if partial:
+            table.append(self._take())
+        self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id] = table, tokens, keys
+        return list(table)
+
+    def append_token(self, seq_id, token_id) -> tuple[int, int] | None:
+        """Add one token to ``seq_id``: a fresh block when the last one is full, a copy of the last block
+        when another table shares it (copy-on-write). Returns the ``(src, dst)`` copy made, else None.
+
+        When the token fills its block, the block gets its chain key and becomes shareable; if that key is
+        already cached in another block (the same prefix decoded twice), the table switches to that block
+        and this one is freed, so equal prefixes never hold two blocks.
+        Raises ValueError for an unknown id, :class:`OutOfBlocksError` when a block is needed and none is
+        free (the watermark does not apply: it exists for this growth).
+        """
+        table, tokens = self._table(seq_id), self._tokens[seq_id]
+        copy = None
+        if len(tokens) % self.block_size == 0:
+            table.append(self._take_for(seq_id, "a new block"))
+        elif self._ref[table[-1]] > 1:
+            src = table[-1]
+            dst = self._take_for(seq_id, "a copy of its shared last block")
+            self._ref[src] -= 1
+            table[-1] = dst
+            copy = (src, dst)
+            self.copies += 1
+            self.pending_copies.append(copy)
+        tokens.append(token_id)
+        if len(tokens) % self.block_size == 0:
+            keys = self._keys[seq_id]
+            key = _chain(keys[-1] if keys else None, tuple(tokens[-self.block_size:]))
+            keys.append(key)
+            twin = self._cached.get(key) if self.enable_prefix_caching else None
+            if twin is None:
+                self._register(table[-1], key)
+            else:  # the same prefix is already cached in another block: use that one, free this one
+                if self._ref[twin] == 0:
+                    del self._evictor[key]
+                self._ref[twin] += 1
+                self._ref[table[-1]] -= 1
+                if self._ref[table[-1]] == 0:
+                    self._free.append(table[-1])
+                table[-1] = twin
+        return copy
+
+    def fork(self, parent_id, child_id) -> list[int]:
+        """Make ``child_id`` a copy of ``parent_id`` sharing every block (ref counts + 1); return its table.
+
+        No block is taken now: the first write into a shared partial block copies it. Raises ValueError
+        for an unknown parent or a known child id.
+        """
+        table = self._table(parent_id)
+        if child_id in self._tables:
+            raise ValueError(f"sequence {child_id!r} already holds blocks; free it first")
+        for block in table:
+            self._ref[block] += 1
+        self._tables[child_id] = list(table)
+        self._tokens[child_id] = list(self._tokens[parent_id])
+        self._keys[child_id] = list(self._keys[parent_id])
+        return list(table)
+
+    def free(self, seq_id) -> None:
+        """Release ``seq_id``'s blocks, last first: a block no table holds any more joins the LRU cache when
+        it has a key, the plain free list otherwise. Raises ValueError for an unknown id."""
+        table = self._table(seq_id)
+        for block in reversed(table):
+            self._ref[block] -= 1
+            if self._ref[block] == 0:
+                key = self._key[block]
+                if key is not None:
+                    self._evictor[key] = block
+                else:
+                    self._forget(block)
+                    self._free.append(block)
+        del self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id]
+
+    def take_pending_copies(self) -> list[tuple[int, int]]:
+        """The copy-on-write ``(src, dst)`` pairs made since the last call (the engine's copy list)."""
+        out, self.pending_copies = self.pending_copies, []
+        return out
+
+    # ---- checking ----------------------------------------------------------------------------
+    def check_invariants(self) -> None:
+        """Raise :class:`InvariantError` naming the first broken rule; return None when all hold.
+
+        Rules: every block is exactly one of free, cached-free, or held; a block's ref count equals the
+        number of tables holding it; no block is both free and referenced; each table has
+        ``ceil(tokens / block_size)`` blocks; each key maps to a block carrying that key; every full
+        block held is the cached one for its prefix (no prefix held twice); with no
+        sequence left, every block is free (nothing leaked).
+        """
+        def fail(msg):
+            raise InvariantError(msg)
+
+        free, cached = list(self._free), list(self._evictor.values())
+        if len(set(free)) != len(free) or set(free) & set(cached):
+            fail("a block is listed twice among the free blocks")
+        holders = [0] * self.num_blocks
+        for seq_id, table in self._tables.items():
+            expected = -(-len(self._tokens[seq_id]) // self.block_size)
+            if len(table) != expected:
+                fail(f"sequence {seq_id!r} holds {len(table)} blocks for {len(self._tokens[seq_id])} tokens, "
+                     f"expected {expected}")
+            if len(self._keys[seq_id]) != len(self._tokens[seq_id]) // self.block_size:
+                fail(f"sequence {seq_id!r} has {len(self._keys[seq_id])} chain keys for its full blocks")
+            for block in table:
+                holders[block] += 1
+        for block in range(self.num_blocks):
+            if holders[block] != self._ref[block]:
+                fail(f"block {block} has ref count {self._ref[block]} but {holders[block]} tables hold it")
+        for block in free + cached:
+            if self._ref[block]:
+                fail(f"block {block} is free and referenced (ref count {self._ref[block]})")
+        if len(free) + len(cached) + sum(1 for r in self._ref if r) != self.num_blocks:
+            fail("free, cached and held blocks do not add up to the pool")
+        for key, block in self._cached.items():
+            if self._key[block] != key:
+                fail(f"the cache maps a key to block {block}, which carries another")
+            if self._ref[block] == 0 and self._evictor.get(key) != block:
+                fail(f"block {block} has a key, no holder, and is not in the cache of free blocks")
+        for seq_id, table in self._tables.items():
+            for key, block in zip(self._keys[seq_id], table):
+                if self.enable_prefix_caching and self._cached.get(key) != block:
+                    fail(f"sequence {seq_id!r} holds a full block {block} that is not the cached one for its "
+                         "prefix: one prefix, two blocks")
+        for block in free:
+            if self._key[block] is not None:
+                fail(f"block {block} is on the plain free list but still carries a key")
+        if not self._tables and self.num_free_blocks != self.num_blocks:
+            fail(f"no sequence is left but {self.num_used_blocks} blocks are not free (a leak)")
+
+    def fingerprint(self) -> tuple:
+        """What the allocator's future decisions depend on, without block ids: free counts and the LRU
+        order of cached keys (a scheduler uses it to recognise a state it has been in before)."""
+        return len(self._free), tuple(hash(k) for k in self._evictor)
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _table(self, seq_id) -> list[int]:
+        try:
+            return self._tables[seq_id]
+        except KeyError:
+            raise ValueError(f"unknown sequence {seq_id!r}: it holds no blocks") from None
+
+    def _prompt_keys(self, tokens: Sequence) -> tuple[list[tuple], int]:
+        """Chain keys of the full blocks of ``tokens`` and whether a partial block is left (0 or 1)."""
+        bs, keys, parent = self.block_size, [], None
+        full = len(tokens) // bs
+        for i in range(full):
+            parent = _chain(parent, tuple(tokens[i * bs:(i + 1) * bs]))
+            keys.append(parent)
+        return keys, int(len(tokens) > full * bs)
+
+    def _take(self) -> int:
+        """A block for new content (caller checked there is one): plain free first, then the LRU cached."""
+        if self._free:
+            block = self._free.popleft()
+        else:
+            _, block = self._evictor.popitem(last=False)
+            self._forget(block)
+            self.evictions += 1
+        self._ref[block] = 1
+        return block
+
+    def _take_for(self, seq_id, what: str) -> int:
+        if not self.num_free_blocks:
+            raise OutOfBlocksError(f"sequence {seq_id!r} needs {what} and none of {self.num_blocks} is free",
+                                   1, 0)
+        return self._take()
+
+    def _register(self, block: int, key: tuple) -> None:
+        """Make a full block findable by its key, unless another block already carries that key."""
+        if self.enable_prefix_caching and key not in self._cached:
+            self._key[block] = key
+            self._cached[key] = block
+
+    def _forget(self, block: int) -> None:
+        key = self._key[block]
+        if key is not None:
+            del self._cached[key]
+            self._key[block] = None

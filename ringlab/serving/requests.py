@@ -1,0 +1,113 @@
+"""Requests and seeded request generators for the serving simulator.
+
+A :class:`Request` is what a client sends: a prompt (token ids), how many tokens to generate and
+how many samples (``n > 1``: parallel sampling, which forks the prompt's blocks and exercises
+copy-on-write). :func:`poisson_requests` draws a trace: Poisson arrivals at ``rate`` per second
+(exponential gaps), prompt and output lengths from a named distribution, and optionally a
+system prompt shared by a fraction of the requests (what prefix caching reuses). Everything is a
+function of the seed: the same arguments give the same trace on every machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ringlab.calc.roofline import check_number
+from ringlab.calc.units import positive_int
+
+VOCAB_SIZE = 32_000  # Llama-2's vocabulary; token ids only need to be distinct, not meaningful
+LENGTHS = ("fixed", "uniform", "exponential")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One client request. ``prompt``: token ids (tuple of ints, non-empty); ``max_new_tokens``: output
+    tokens per sample (>= 1); ``n``: samples (>= 1); ``arrival_s``: arrival time in seconds (>= 0)."""
+
+    request_id: int
+    arrival_s: float
+    prompt: tuple
+    max_new_tokens: int
+    n: int = 1
+
+    def __post_init__(self):
+        if not self.prompt:
+            raise ValueError(f"request {self.request_id}: prompt must not be empty")
+        positive_int(self.max_new_tokens, "max_new_tokens")
+        positive_int(self.n, "n")
+        check_number("arrival_s", self.arrival_s)
+
+
+def sampled_token(request_id: int, sample: int, position: int) -> int:
+    """The token a sample "generates" at ``position``: a fixed function of its arguments, different for
+    different samples of one request (so forks diverge) and the same on every run."""
+    return (request_id * 1_000_003 + sample * 7_919 + position * 104_729) % VOCAB_SIZE
+
+
+def _lengths(rng: np.random.Generator, kind: str, mean: int, count: int, name: str) -> np.ndarray:
+    mean = positive_int(mean, name)
+    if kind == "fixed":
+        out = np.full(count, mean)
+    elif kind == "uniform":  # 1 .. 2 mean - 1: mean `mean`
+        out = rng.integers(1, 2 * mean, size=count)
+    elif kind == "exponential":
+        out = np.ceil(rng.exponential(mean, size=count))
+    else:
+        raise ValueError(f"{name} distribution must be one of {', '.join(LENGTHS)}, got {kind!r}")
+    return np.maximum(out, 1).astype(np.int64)
+
+
+def poisson_requests(num_requests: int | None = None, rate: float = 10.0, seconds: float | None = None,
+                     prompt_len: int = 256, output_len: int = 128, length_dist: str = "uniform",
+                     shared_prefix_len: int = 0, shared_fraction: float = 1.0, n: int = 1,
+                     max_prompt_len: int | None = None, max_output_len: int | None = None,
+                     seed: int = 0) -> list[Request]:
+    """A seeded trace of requests with Poisson arrivals.
+
+    Give ``num_requests`` (that many arrivals) or ``seconds`` (every arrival before that time), or both
+    (whichever stops first). ``rate``: mean arrivals per second (> 0); gaps are exponential with mean
+    1 / rate, the first arrival at 0 s. ``prompt_len`` / ``output_len``: mean lengths in tokens,
+    drawn per ``length_dist`` (``fixed``, ``uniform`` on 1..2 mean - 1, or ``exponential`` rounded up),
+    capped at ``max_prompt_len`` / ``max_output_len``. ``shared_prefix_len``: tokens of one system
+    prompt put in front of the prompt of a ``shared_fraction`` of the requests (counted in their
+    prompt length). ``n``: samples per request. Prompt tokens are drawn uniformly from the
+    vocabulary, so unrelated prompts share no block.
+    Raises ValueError/TypeError naming the bad argument.
+    """
+    if num_requests is None and seconds is None:
+        raise ValueError("give num_requests, seconds, or both")
+    if num_requests is not None:
+        num_requests = positive_int(num_requests, "num_requests")
+    if seconds is not None:
+        check_number("seconds", seconds, strict=True)
+    check_number("rate", rate, strict=True)
+    check_number("shared_fraction", shared_fraction)
+    if shared_fraction > 1:
+        raise ValueError(f"shared_fraction must be in [0, 1], got {shared_fraction}")
+    if isinstance(shared_prefix_len, bool) or not isinstance(shared_prefix_len, int) or shared_prefix_len < 0:
+        raise ValueError(f"shared_prefix_len must be an int >= 0, got {shared_prefix_len!r}")
+    rng = np.random.default_rng(seed)
+    if num_requests is None:
+        count = int(rate * seconds + 10 * np.sqrt(rate * seconds) + 10)  # Poisson tail: far beyond the count
+    else:
+        count = num_requests
+    arrivals = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, size=count - 1))])
+    if seconds is not None:
+        arrivals = arrivals[arrivals < seconds]
+    count = len(arrivals)
+    prompts = _lengths(rng, length_dist, prompt_len, count, "prompt_len")
+    outputs = _lengths(rng, length_dist, output_len, count, "output_len")
+    if max_prompt_len is not None:
+        prompts = np.minimum(prompts, positive_int(max_prompt_len, "max_prompt_len"))
+    if max_output_len is not None:
+        outputs = np.minimum(outputs, positive_int(max_output_len, "max_output_len"))
+    shared = rng.random(count) < shared_fraction
+    system = tuple(int(t) for t in rng.integers(0, VOCAB_SIZE, size=shared_prefix_len))
+    out = []
+    for i in range(count):
+        own = max(1, int(prompts[i]) - (len(system) if shared[i] else 0))
+        tokens = (system if shared[i] else ()) + tuple(int(t) for t in rng.integers(0, VOCAB_SIZE, size=own))
+        out.append(Request(i, float(arrivals[i]), tokens, int(outputs[i]), n))
+    return out

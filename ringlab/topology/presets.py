@@ -1,0 +1,97 @@
+"""Cluster presets, each with its source, and custom clusters.
+
+Bandwidths are per direction. Link rates already in :data:`ringlab.collectives.cost.LINKS` (NVLink 4 / 5,
+PCIe 5.0 x16, their per-step latencies) are taken from there; NICs are given in Gb/s as sold.
+
+========================  ======================================================================================
+preset                    source
+========================  ======================================================================================
+``dgx-h100``              NVIDIA DGX H100 datasheet / user guide: 8 x H100 SXM, 4 NVSwitch (NVLink 4, 900 GB/s
+                          per GPU both ways), 8 x ConnectX-7 400 Gb/s for the compute fabric, one per GPU;
+                          DGX SuperPOD H100 reference architecture: rail-optimised NDR fabric (Quantum-2,
+                          SHARPv3). NVSwitch gen 3 does NVLink SHARP (NVLS).
+``hgx-h200``              NVIDIA H200 datasheet: NVLink 900 GB/s; HGX H200 reference configurations pair each
+                          GPU with one 400 Gb/s ConnectX-7 / BlueField-3 SuperNIC, rail-optimised.
+``dgx-b200``              NVIDIA DGX B200 datasheet: 8 x B200, NVLink 5 (1.8 TB/s per GPU both ways), 8 x
+                          single-port ConnectX-7 400 Gb/s; NVSwitch gen 4 with NVLS.
+``gb200-nvl72``           NVIDIA GB200 NVL72 datasheet: 72 Blackwell GPUs in one NVLink domain, 1.8 TB/s per
+                          GPU; DGX GB200 user guide: each compute tray's 4 GPUs have 4 x ConnectX-7 400 Gb/s,
+                          so 72 NICs per rack. The "node" here is the rack.
+``mi300x-platform``       AMD Instinct MI300X platform datasheet: 8 MI300X in a full xGMI mesh, 7 links per GPU,
+                          128 GB/s per link both ways (64 GB/s each way), 896 GB/s aggregate; AMD's reference
+                          scale-out: one 400 Gb/s NIC per GPU.
+``pcie-8gpu``             8 x NVIDIA L40S (datasheet: PCIe Gen4 x16, 64 GB/s both ways, no NVLink) in a
+                          server of NVIDIA's "2-8-5-200" enterprise reference configuration (2 CPUs, 8 GPUs,
+                          200 Gb/s of east-west network per GPU: 4 x 400 Gb/s NICs, one per GPU pair).
+``aws-p5``                AWS EC2 P5 (p5.48xlarge) page: 8 x H100 SXM with NVSwitch, 3200 Gbps of EFA as
+                          32 x 100 Gb/s devices (4 per GPU; aws-ofi-nccl stripes a GPU's traffic over its 4).
+========================  ======================================================================================
+
+Latencies are assumptions of the order NCCL's tuner uses (``src/graph/tuning.cc``): ~2 us per NVLink step,
+~5 us per network step, as in :data:`ringlab.collectives.cost.LINKS`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import replace
+
+from ringlab.collectives.cost import LINKS
+
+from .cluster import Cluster
+
+_NVLINK4, _NVLINK5, _PCIE5, _NET = LINKS["nvlink4"], LINKS["nvlink5"], LINKS["pcie5-x16"], LINKS["ib-ndr"]
+_PCIE4_BW = 32e9  # PCIe 4.0 x16: 16 GT/s x 16 lanes, ~32 GB/s per direction (L40S datasheet: 64 GB/s both ways)
+
+
+def _preset(name: str, gpus: int, fabric: str, gpu_bw: float, gpu_lat: float, nics: int, gbps: float,
+            source: str, nvls: bool = False, sharp: bool = False, pcie_bw: float = _PCIE5.bandwidth) -> Cluster:
+    return Cluster(name, 1, gpus, fabric, gpu_bw, gpu_lat, nics, gbps, _NET.alpha, pcie_bw,
+                   rail_optimized=True, nvls=nvls, sharp=sharp, source=source)
+
+
+PRESETS: dict[str, Cluster] = {c.name: c for c in (
+    _preset("dgx-h100", 8, "nvswitch", _NVLINK4.bandwidth, _NVLINK4.alpha, 8, 400,
+            "NVIDIA DGX H100 datasheet (8x H100 SXM, NVLink 4 900 GB/s, 8x ConnectX-7 400 Gb/s); "
+            "DGX SuperPOD H100 reference architecture (rail-optimised NDR, SHARPv3)", nvls=True, sharp=True),
+    _preset("hgx-h200", 8, "nvswitch", _NVLINK4.bandwidth, _NVLINK4.alpha, 8, 400,
+            "NVIDIA H200 datasheet (NVLink 900 GB/s); HGX H200 reference configuration: one 400 Gb/s "
+            "ConnectX-7 / BlueField-3 per GPU, rail-optimised", nvls=True),
+    _preset("dgx-b200", 8, "nvswitch", _NVLINK5.bandwidth, _NVLINK5.alpha, 8, 400,
+            "NVIDIA DGX B200 datasheet (8x B200, NVLink 5 1.8 TB/s, 8x ConnectX-7 400 Gb/s)", nvls=True, sharp=True),
+    _preset("gb200-nvl72", 72, "nvswitch", _NVLINK5.bandwidth, _NVLINK5.alpha, 72, 400,
+            "NVIDIA GB200 NVL72 datasheet (72 GPUs, one NVLink domain, 1.8 TB/s per GPU); DGX GB200 user guide "
+            "(4x ConnectX-7 400 Gb/s per 4-GPU compute tray)", nvls=True, sharp=True),
+    _preset("mi300x-platform", 8, "mesh", 64e9, _NVLINK4.alpha, 8, 400,
+            "AMD Instinct MI300X platform datasheet (full xGMI mesh, 7 links x 128 GB/s both ways = 896 GB/s "
+            "aggregate); one 400 Gb/s NIC per GPU"),
+    _preset("pcie-8gpu", 8, "pcie", _PCIE4_BW, _PCIE5.alpha, 4, 400,
+            "NVIDIA L40S datasheet (PCIe Gen4 x16, 64 GB/s both ways); NVIDIA enterprise reference configuration "
+            "2-8-5-200 (4x 400 Gb/s NICs for 8 GPUs)", pcie_bw=_PCIE4_BW),
+    _preset("aws-p5", 8, "nvswitch", _NVLINK4.bandwidth, _NVLINK4.alpha, 32, 100,
+            "AWS EC2 P5 instance page (p5.48xlarge: 8x H100, NVSwitch 900 GB/s, 3200 Gbps EFA = 32x 100 Gb/s); "
+            "aws-ofi-nccl stripes each GPU over its 4 EFA devices", nvls=True),
+)}
+
+
+def get_cluster(name: str, nodes: int = 1) -> Cluster:
+    """The preset ``name`` with ``nodes`` nodes. Raises ValueError naming the presets (and close matches)."""
+    if not isinstance(name, str) or name not in PRESETS:
+        close = difflib.get_close_matches(str(name), PRESETS, n=2)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        raise ValueError(f"unknown topology {name!r}{hint}; presets: {', '.join(PRESETS)}, or custom")
+    return replace(PRESETS[name], nodes=nodes)
+
+
+def custom_cluster(nodes: int, gpus_per_node: int, gpu_bandwidth: float, nics_per_node: int = 0,
+                   nic_gbps: float = 0.0, fabric: str = "nvswitch", gpu_latency: float = _NVLINK4.alpha,
+                   nic_latency: float = _NET.alpha, pcie_bandwidth: float = _PCIE5.bandwidth,
+                   nvls: bool = False, sharp: bool = False, name: str = "custom") -> Cluster:
+    """A cluster from plain numbers: bandwidths in bytes/s per direction, NICs in Gb/s as sold.
+
+    ``gpu_bandwidth`` is per GPU port (nvswitch, pcie) or per link (mesh). Raises ValueError as
+    :class:`~ringlab.topology.cluster.Cluster` does.
+    """
+    return Cluster(name, nodes, gpus_per_node, fabric, gpu_bandwidth, gpu_latency, nics_per_node, nic_gbps,
+                   nic_latency, pcie_bandwidth, nvls=nvls, sharp=sharp,
+                   source="custom: numbers given by the caller")
