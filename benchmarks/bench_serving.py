@@ -1,8 +1,8 @@
 """Speed of ``ringlab serve-sim``'s engine on ~1,000 requests, as a ratio against a peer in the same run.
 
 The peer is what any simulator that takes its step times from ``ringlab.calc`` must pay at least:
-one :func:`ringlab.calc.decode_step` call per step of the same trace (its batch size and mean
-context). The scheduler does far more per step (admission, block tables, prefix keys, preemption,
+one :func:`ringlab.calc.decode_step` call per step of the same trace, at the step's batch size and
+the trace's mean context (mean prompt + half the mean output). The scheduler does far more per step (admission, block tables, prefix keys, preemption,
 the trace), but evaluates the roofline once per batch size up front; a ratio near or below 1 says
 the bookkeeping costs no more than asking the calculator once a step would. Wall times are printed
 for the record; nothing here asserts a time.
@@ -37,13 +37,16 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    requests = poisson_requests(rate=args.rate, seconds=args.seconds, seed=0)
+    prompt_len, output_len = 256, 128
+    requests = poisson_requests(rate=args.rate, seconds=args.seconds, prompt_len=prompt_len, output_len=output_len,
+                                seed=0)
+    context = prompt_len + output_len // 2
     engine_s, trace = _best(lambda: simulate(requests, "llama-2-7b", "h100-sxm", args.blocks), args.repeat)
     batch = np.maximum(trace.steps["decode_tokens"] + trace.steps["prefill_tokens"], 1)
 
     def per_step_calculator():
         for b in batch:
-            decode_step("llama-2-7b", "h100-sxm", int(b), 384)
+            decode_step("llama-2-7b", "h100-sxm", int(b), context)
 
     peer_s, _ = _best(per_step_calculator, args.repeat)
     m = trace.metrics()

@@ -53,9 +53,27 @@ def count(*, min: int = 1, max: int = parsing.COUNT_MAX):
     return _wrap(parsing.parse_count, "count", min=min, max=max)
 
 
+class Measured(float):
+    """A float read from the command line that remembers what was typed: ``echo()`` -> ``"400 Gb/s = 50 GB/s"``."""
+
+    text: str = ""
+
+    def echo(self) -> str:
+        return parsing.echo_quantity(self.text, float(self))
+
+
 def bandwidth(*, max: float = 1e15):
-    """Bytes per second, bits accepted as ``Gb/s``: see :func:`ringlab.calc.parsing.parse_bandwidth`."""
-    return _wrap(parsing.parse_bandwidth, "bandwidth", max=max)
+    """Bytes per second, bits accepted as ``Gb/s`` (a :class:`Measured`): see
+    :func:`ringlab.calc.parsing.parse_bandwidth`."""
+    parse = _wrap(parsing.parse_bandwidth, "bandwidth", max=max)
+
+    def convert(text: str) -> Measured:
+        value = Measured(parse(text))
+        value.text = text
+        return value
+
+    convert.__name__ = "bandwidth"
+    return convert
 
 
 def duration(*, unit: str = "s", min: float = 0.0, max: float = 86400.0 * 366, min_open: bool = True):
@@ -106,6 +124,13 @@ def _check_name_lengths(path: str) -> None:
                                              "bytes; at most 255")
 
 
+def name_or_path(value: str) -> str:
+    """A preset name or a file path (``--model``): :func:`text` plus at most 255 bytes per path component."""
+    value = text()(value)
+    _check_name_lengths(value)
+    return value
+
+
 def output_file(value: str) -> str:
     """A file to write: its folder must exist and be writable now, before any work starts."""
     path = text()(value)
@@ -148,7 +173,8 @@ def read_input(name: str, limit: int = 256 * 2**20) -> bytes:
     import sys
 
     if name == "-":
-        data = sys.stdin.buffer.read(limit + 1)
+        stream = getattr(sys.stdin, "buffer", None)
+        data = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1).encode("utf-8")
     else:
         with open(name, "rb") as fh:
             data = fh.read(limit + 1)

@@ -19,6 +19,7 @@ _RSTD = "rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)"
 _CENTRED = "centred = tl.where(mask, x - mean, 0.0)"
 _BLOCKS = "ex17_paged_blocks.py"
 _STEP = "ex18_scheduler_step.py"
+_NCCL = "ex19_reading_nccl.py"
 
 _RING = "ex01_ring_allreduce.py"
 
@@ -29,6 +30,18 @@ _SMI = "ex12_smi_row_parser.py"
 _ACC = "ex14_grad_accumulation.py"
 
 EDITS = {
+    "ex19_first_via_line": (_NCCL, [('wanted = [v for v in via if v.startswith("NET/")] if nodes > 1 else '
+                                     '[v for v in via if not v.startswith("NET/")]', "wanted = via", 1)],
+                            ["transport should be 'IB'", "between nodes"],
+                            "names the first 'via' line of a multi-node log: intra-node P2P, not the fabric"),
+    "ex19_out_of_place_wrong_only": (_NCCL, [("for i in (8, 12)", "for i in (8,)", 1)],
+                                     ["healthy should be False", "#wrong > 0"],
+                                     "reads #wrong of the out-of-place half only; the in-place half fails too"),
+    "ex19_any_gdrdma": (_NCCL, [('all("/GDRDMA" in v for v in wanted)', 'any("/GDRDMA" in v for v in wanted)', 1)],
+                        ["healthy should be False", "GDRDMA"],
+                        "one channel with GPUDirect RDMA is taken for all: the others stage through host memory"),
+    "ex19_shm_is_fine": (_NCCL, [('healthy = healthy and transport != "SHM"', "healthy = bool(healthy)", 1)],
+                         ["healthy should be False", "SHM"], "SHM inside one node: peer-to-peer is off, not healthy"),
     "ex14_divides_by_world_size_too": (_ACC, [("/ k).backward()", "/ (k * __import__(\"torch\").distributed.get_world_size())).backward()", 2)],
                                        ["1/2 of the full-batch gradient", "already averages over ranks"],
                                        "scales the loss by 1/(K N): DDP's own 1/N average is applied twice"),
@@ -97,6 +110,17 @@ EDITS = {
     "ex18_no_decode_room": (_STEP, [('if request["blocks"] + 1 > free - watermark_blocks:',
                                      'if request["blocks"] > free - watermark_blocks:', 1)],
                             ["without reserving decode room"], "admits a prompt that leaves no block to decode into"),
+    "ex18_admits_first": (_STEP, [
+        ("    alive = list(running)\n    free, decode, preempt = free_blocks, [], []\n",
+         "    free, admit = free_blocks, []\n    for request in waiting:\n"
+         "        if request[\"blocks\"] + 1 > free - watermark_blocks:\n            break\n"
+         "        admit.append(request[\"id\"])\n        free -= request[\"blocks\"]\n"
+         "    alive = list(running)\n    decode, preempt = [], []\n", 1),
+        ("    admit = []\n    for request in waiting:\n"
+         "        if request[\"blocks\"] + 1 > free - watermark_blocks:  # no room for its first decode token\n"
+         "            break\n        admit.append(request[\"id\"])\n        free -= request[\"blocks\"]\n", "", 1),
+    ], ["admitted request", "grow before anyone is admitted"],
+        "admits before the running grow (P14's livelock order), decode room reserved for the newcomer only"),
     "ex18_preempts_oldest": (_STEP, [("victim = alive.pop()", "victim = alive.pop(0)", 1)],
                              ["the oldest", "livelock"], "the oldest request is evicted whenever anyone needs a block"),
 }

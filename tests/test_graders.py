@@ -153,3 +153,16 @@ def test_numbers_follow_one_rule_across_graders(tmp_path):
     path = tmp_path / "ex08_float.py"
     path.write_text(kv)
     assert grade("ex08", load("ex08", path)).status == "passed"
+
+
+def test_reveal_collapses_worked_answers_and_revealed_captures_prints(capsys, monkeypatch):
+    from ringlab.check import Reveal, revealed
+
+    shown = Reveal("x < y & done", "Worked answer")
+    assert shown._repr_html_() == "<details><summary>Worked answer</summary><pre>x &lt; y &amp; done</pre></details>"
+    assert repr(shown) == "# Worked answer\nx < y & done"
+    displayed = []
+    monkeypatch.setattr("IPython.display.display", displayed.append)
+    with revealed("Answer"):
+        print("42 B")
+    assert capsys.readouterr().out == "" and [d.text for d in displayed] == ["42 B"]

@@ -38,7 +38,20 @@ Conventions
                        the R = N/G nodes: intra-node AG, AG, RS of M, then an inter-node all_reduce
                        of the M/G gradient shard.
   For the FSDP strategies ``no_sync`` skips the gradient reduce_scatter in the first K-1
-  micro-batches (FSDP's ``no_sync()``), at the memory cost of unsharded gradients.
+  micro-batches, at the memory cost of unsharded gradients. Whether the next micro-batch must
+  all-gather its parameters again depends on the FSDP version (``fsdp_api``):
+
+  * ``fsdp1`` (``FullyShardedDataParallel``, ``model.no_sync()``): the post-backward hook frees the
+    unsharded parameters only when gradients sync or the strategy reshards after forward
+    (torch ``_runtime_utils._should_free_in_backward``). So SHARD_GRAD_OP under ``no_sync`` keeps
+    them: one all_gather and one reduce_scatter per step. FULL_SHARD and HYBRID_SHARD reshard after
+    every forward and gather in every micro-batch's forward and backward.
+  * ``fsdp2`` (``fully_shard``, ``set_requires_gradient_sync(False)``): parameters are resharded after
+    every backward unless ``reshard_after_backward=False`` (``set_reshard_after_backward``), so each
+    micro-batch's forward gathers again by default.
+
+  Per step: forward all_gathers = 1 + (micro-batches before the last whose backward resharded),
+  backward all_gathers = K when resharding after forward, reduce_scatters = 1 with no_sync, else K.
 - Memory (ZeRO paper sec. 3 and 5, mixed-precision Adam): 2 B/param parameters, 2 B/param
   gradients (``dtype``), 12 B/param optimizer states (fp32 master weights, momentum, variance;
   ``optimizer_bytes_per_param``). A shard is ``ceil(n_params / N)`` elements (FSDP pads flat
@@ -221,7 +234,8 @@ def _canonical_strategy(strategy: str) -> str:
 def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = "bf16",
                     gpus_per_node: int | None = None, grad_accum_steps: int = 1,
                     reshard_after_forward: bool | None = None, no_sync: bool = True,
-                    optimizer_bytes_per_param: int = 12) -> GradComm:
+                    optimizer_bytes_per_param: int = 12, fsdp_api: str = "fsdp1",
+                    reshard_after_backward: bool | None = None) -> GradComm:
     """Per-rank communication per optimizer step and per-GPU model-state memory of a data-parallel
     ``strategy`` (see the module docstring for each strategy's collectives and the sources).
 
@@ -232,6 +246,9 @@ def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = 
     strategies (default True for fsdp_full_shard / hybrid_shard; False turns them into
     SHARD_GRAD_OP); not accepted for ddp / zero1 / zero2 / fsdp_shard_grad_op.
     ``no_sync``: with K > 1, skip the gradient collective in the first K-1 micro-batches (ddp, fsdp_*).
+    ``fsdp_api``: ``"fsdp1"`` (``no_sync()``) or ``"fsdp2"`` (``set_requires_gradient_sync``), which
+    differ in when parameters are gathered again (module docstring); ``reshard_after_backward``:
+    FSDP2's flag (default True), not accepted with fsdp1.
 
     7e9 params, bf16, 64 GPUs: ddp 27,562,500,000 B; fsdp_full_shard 41,343,750,000 B (1.5x).
     Raises ValueError for unknown strategy or dtype, non-positive sizes, a bad gpus_per_node,
@@ -255,6 +272,19 @@ def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = 
     if reshard_after_forward is not None and not sharded_params:
         raise ValueError(f"reshard_after_forward applies to fsdp_full_shard and hybrid_shard, not {strat}")
     reshard = True if reshard_after_forward is None else bool(reshard_after_forward)
+    if fsdp_api not in ("fsdp1", "fsdp2"):
+        raise ValueError(f"fsdp_api must be 'fsdp1' or 'fsdp2', got {fsdp_api!r}")
+    if reshard_after_backward is not None:
+        reshard_after_backward = check_bool(reshard_after_backward, "reshard_after_backward")
+        if fsdp_api != "fsdp2" or not strat.startswith(("fsdp", "hybrid")):
+            raise ValueError("reshard_after_backward is FSDP2's flag: it needs fsdp_api='fsdp2' and an fsdp_* or "
+                             f"hybrid_shard strategy (got fsdp_api={fsdp_api!r}, strategy {strat})")
+    gathers_after_forward = strat == "fsdp_full_shard" and reshard or strat == "hybrid_shard" and reshard
+    if fsdp_api == "fsdp1":  # _should_free_in_backward: sync_gradients or a reshard-after-forward strategy
+        freed_before_last = (k - 1) if (not no_sync or gathers_after_forward) else 0
+    else:
+        freed_before_last = (k - 1) if reshard_after_backward in (None, True) else 0
+    forward_gathers = 1 + freed_before_last
 
     if strat == "hybrid_shard":
         if gpus_per_node is None:
@@ -286,13 +316,13 @@ def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = 
         add("reduce_scatter", "backward", k)
         add("all_gather", "step", 1)
     elif strat in ("fsdp_shard_grad_op", "fsdp_full_shard"):
-        add("all_gather", "forward", k)
-        if strat == "fsdp_full_shard" and reshard:
+        add("all_gather", "forward", forward_gathers)
+        if gathers_after_forward:
             add("all_gather", "backward", k)
         add("reduce_scatter", "backward", grad_syncs)
     else:  # hybrid_shard
         g, replicas = shard_group, n // shard_group
-        add("all_gather", "forward", k, "intra-node", g)
+        add("all_gather", "forward", forward_gathers, "intra-node", g)
         if reshard:
             add("all_gather", "backward", k, "intra-node", g)
         add("reduce_scatter", "backward", grad_syncs, "intra-node", g)

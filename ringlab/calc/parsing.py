@@ -83,6 +83,7 @@ _ACCEPTED = {
             "Kib..Pib, bit, Gbit",
     "bandwidth": "B/s, kB/s .. PB/s, KiB/s .. PiB/s (the /s may be left out), bits: b/s, Mb/s, Gb/s, Gbps, Gbit/s",
     "count": "k/K (thousand), M (million), B/b/G (billion), T (trillion)",
+    "duration": "s, ms, us (or \u00b5s), ns, min, h",
 }
 
 

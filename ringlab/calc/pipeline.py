@@ -282,6 +282,23 @@ class PipelineSchedule:
         return "\n".join(lines)
 
 
+MAX_GRID_OPS = 2_000_000  # ops simulated one by one in Python: a few seconds
+MAX_GRID_CELLS = 20_000_000  # slots x stages held in three arrays (17 B per cell): about 340 MB
+
+
+def _check_grid_size(p: int, m: int, v: int, t_op: int) -> None:
+    """Refuse, before simulating, a grid too big to build: every op a stage runs is at most ``t_op``
+    slots long and no stage waits longer than the ``p - 1`` ops ahead of it, so the makespan is below
+    ``(m v + p - 1) t_op``."""
+    ops = 3 * p * m * v
+    cells = (m * v + p - 1) * t_op * p
+    if ops > MAX_GRID_OPS or cells > MAX_GRID_CELLS:
+        raise ValueError(f"stages={p}, microbatches={m}, virtual_stages={v} and op times t_f + t_b + t_w = {t_op} "
+                         f"slots: the simulated grid would hold up to {ops:,} ops and {cells:,} slot cells (limits "
+                         f"{MAX_GRID_OPS:,} and {MAX_GRID_CELLS:,}); use bubble_fraction() (closed form) for "
+                         "schedules this large")
+
+
 def pipeline_schedule(stages: int, microbatches: int, schedule: str = "1f1b", virtual_stages: int = 1,
                       t_f: int = 1, t_b: int = 1, t_w: int = 1) -> PipelineSchedule:
     """Simulate one optimizer step of a pipeline schedule and return its slot grid.
@@ -301,6 +318,7 @@ def pipeline_schedule(stages: int, microbatches: int, schedule: str = "1f1b", vi
     """
     p, m, schedule, v = _check_setup(stages, microbatches, schedule, virtual_stages)
     t_f, t_b, t_w = (check_number(n, t, 1, integer=True) for n, t in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)))
+    _check_grid_size(p, m, v, t_f + t_b + t_w)
     duration = {FORWARD: t_f, BACKWARD: t_b if schedule == "zb-h1" else t_b + t_w, WEIGHT: t_w}
     orders = _stage_orders(p, m, schedule, v)
     finish: dict[tuple[tuple[int, int, int], int], int] = {}

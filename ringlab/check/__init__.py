@@ -8,6 +8,9 @@ Typical notebook cell::
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 from .exercise import Exercise
 from .registry import EXERCISES, get_exercise
 from .result import GradeResult
@@ -67,6 +70,36 @@ class WorkedAnswer:
                 f"<pre>{html.escape(self.source)}</pre></details>")
 
 
+class Reveal:
+    """Text shown collapsed in a notebook (``<details>``) until the learner opens it; plain text elsewhere."""
+
+    def __init__(self, text: str, title: str = "Worked answer: try it first, then click to open"):
+        self.text, self.title = text, title
+
+    def __repr__(self) -> str:
+        return f"# {self.title}\n{self.text}"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<details><summary>{html.escape(self.title)}</summary><pre>{html.escape(self.text)}</pre></details>"
+
+
+@contextlib.contextmanager
+def revealed(title: str = "Worked answer: try it first, then click to open"):
+    """Collect what the block prints and show it as one collapsed :class:`Reveal` (in a notebook: ``display``)."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        yield
+    shown = Reveal(buffer.getvalue().rstrip("\n"), title)
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(repr(shown))
+    else:
+        display(shown)
+
+
 def worked_answer(exercise_id: str) -> WorkedAnswer:
     """The solution file of ``exercise_id`` (from ``solutions/``), for a collapsible notebook cell.
 
@@ -83,5 +116,5 @@ def worked_answer(exercise_id: str) -> WorkedAnswer:
     return WorkedAnswer(exercise_id, "".join(lines))
 
 
-__all__ = ["EXERCISES", "Exercise", "GradeResult", "WorkedAnswer", "get_exercise", "grade", "hint", "load",
-           "worked_answer"]
+__all__ = ["EXERCISES", "Exercise", "GradeResult", "Reveal", "WorkedAnswer", "get_exercise", "grade", "hint", "load",
+           "revealed", "worked_answer"]

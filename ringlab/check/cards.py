@@ -384,10 +384,32 @@ def _p14() -> dict:
     }
 
 
+def _p16() -> dict:
+    from ringlab.collectives.cost import bus_factor
+    from ringlab.topology import get_cluster
+
+    nodes, size, time_us, tcp_gbps = 2, 8 * 2**30, 84_000, 100
+    cluster = get_cluster("dgx-h100", nodes)  # the ring busbw line rate across nodes: all rails in use
+    n, ceiling = cluster.world_size, cluster.node_network_bandwidth
+    algbw = size / (time_us * 1e-6)
+    busbw = algbw * bus_factor("all_reduce", n)
+    half = cluster.nics_per_node // 2
+    return {
+        "nodes": nodes, "n": n, "nics": cluster.nics_per_node, "nic_gbps": cluster.nic_gbps, "size": size,
+        "time_us": time_us, "time_s": time_us * 1e-6, "algbw_gbs": algbw / 1e9, "busbw_gbs": busbw / 1e9,
+        "factor_ar": bus_factor("all_reduce", n), "factor_ag": bus_factor("all_gather", n),
+        "factor_bc": bus_factor("broadcast", n), "nic_gbs": cluster.nic_bandwidth / 1e9,
+        "ceiling_gbs": ceiling / 1e9, "efficiency": busbw / ceiling, "half_nics": half,
+        "half_ceiling_gbs": half * cluster.nic_bandwidth / 1e9, "half_efficiency": busbw / (half * cluster.nic_bandwidth),
+        "tcp_gbps": tcp_gbps, "tcp_gbs": tcp_gbps / 8, "tcp_ratio": ceiling / (tcp_gbps / 8 * 1e9),
+    }
+
+
 # card id -> function returning the values its text uses
 CARD_VALUES: dict[str, Callable[[], dict]] = {
     "P1": _p1, "P2": _p2, "P3": _p3, "P4": _p4, "P5": _p5, "P6": _p6,
     "P7": _p7, "P8": _p8, "P9": _p9, "P10": _p10, "P11": _p11, "P12": _p12, "P13": _p13, "P14": _p14,
+    "P16": _p16,
 }
 
 

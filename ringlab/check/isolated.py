@@ -42,11 +42,14 @@ class IsolatedResult(GradeResult):
 
     outcome: str = "graded"
 
+    def _cases_text(self) -> str:
+        return super()._cases_text() if self.outcome == "graded" else f" ({self.outcome})"
+
 
 def _to_json(result: GradeResult, outcome: str = "graded") -> str:
     return json.dumps({
         "exercise": result.exercise, "function": result.function, "status": result.status,
-        "message": result.message, "inputs": {str(k): repr(v)[:2000] for k, v in result.inputs.items()},
+        "message": result.message[:20_000], "inputs": {str(k): repr(v)[:2000] for k, v in result.inputs.items()},
         "traffic": [[t.rank, t.expected, t.reported] for t in result.traffic], "cases": result.cases,
         "outcome": outcome,
     })

@@ -14,6 +14,8 @@ victim other than the newest.
 
 from __future__ import annotations
 
+import numbers
+
 from .engine import CaseFailure, run_grader
 from .exercise import Exercise
 
@@ -165,14 +167,15 @@ def _compare(ref, mine, where, op, lengths, tokens, block_size, num_blocks) -> N
     mine_tables = {}
     for seq in lengths:
         table = mine.block_table(seq)
-        if not isinstance(table, (list, tuple)) or not all(isinstance(b, int) and 0 <= b < num_blocks for b in table):
+        if not isinstance(table, (list, tuple)) or not all(
+                isinstance(b, numbers.Integral) and 0 <= b < num_blocks for b in table):
             raise CaseFailure(f"{where}: block_table({seq}) must be a list of block ids in 0..{num_blocks - 1}, "
                               f"got {table!r}")
         want = -(-lengths[seq] // block_size)
         if len(table) != want:
             raise CaseFailure(f"{where}: sequence {seq} holds {lengths[seq]} tokens in {len(table)} blocks; "
                               f"ceil({lengths[seq]} / {block_size}) = {want}")
-        mine_tables[seq] = list(table)
+        mine_tables[seq] = [int(b) for b in table]
     ref_share = _shares({s: ref.block_table(s) for s in lengths})
     my_share = _shares(mine_tables)
     for place in sorted(ref_share):

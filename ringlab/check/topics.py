@@ -48,6 +48,8 @@ TEACHES: dict[str, str] = {
           "after a fork, and what a 60 GiB pool holds.",
     "15": "Continuous batching: admit, step, preempt; TTFT and TPOT against load, and the livelock that "
           "reserving decode room and preempting the newest break.",
+    "16": "Reading NCCL: every column of nccl-tests output, algbw against busbw, what NCCL_DEBUG=INFO says about "
+          "transports and channels, and whether a real run is healthy.",
 }
 
 _NOTEBOOK = re.compile(r"^(\d\d)_\w+\.ipynb$")

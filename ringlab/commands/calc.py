@@ -11,11 +11,11 @@ To add a calculator (issue 7 adds roofline, decode, bubble): write a function ``
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import json
 import sys
 from types import SimpleNamespace
+
+from ringlab import cli_args
 
 # name -> (module, function taking argv and returning an exit code, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -29,7 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 
 def emit(data: dict, text: str, as_json: bool) -> int:
     """Print ``data`` as JSON (``--json``) or ``text``; return exit code 0."""
-    print(json.dumps(data, indent=2) if as_json else text)
+    print(cli_args.json_text(data) if as_json else text)
     return 0
 
 
@@ -62,13 +62,15 @@ def kv_main(argv: list[str]) -> int:
     from ringlab.calc import format_bytes, get_model, kv_cache_bytes, kv_cache_bytes_per_token, kv_heads_per_rank
     from ringlab.calc.kvcache import kv_cache_by_layer_kind
 
-    p = argparse.ArgumentParser(prog="ringlab calc kv", description="KV-cache memory on one GPU (GB = 1e9 B, GiB = 2**30 B).")
-    p.add_argument("--model", required=True, help="preset name (e.g. llama-2-70b) or path to a HF config.json")
-    p.add_argument("--tokens", type=int, required=True, help="tokens per sequence (context length)")
-    p.add_argument("--batch", type=int, default=1, help="number of sequences (default 1)")
-    p.add_argument("--dtype", default="fp16", help="cache dtype: fp32, fp16, bf16, fp8, int8 (default fp16)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree; bytes are per GPU (default 1)")
-    p.add_argument("--block-size", type=int, default=None, help="paged-attention block size in tokens")
+    p = cli_args.ArgumentParser(prog="ringlab calc kv", description="KV-cache memory on one GPU (GB = 1e9 B, GiB = 2**30 B).")
+    p.add_argument("--model", type=cli_args.name_or_path, required=True,
+                   help="preset name (e.g. llama-2-70b) or path to a HF config.json")
+    p.add_argument("--tokens", type=cli_args.integer(min=1, max=10**9), required=True, help="tokens per sequence (context length)")
+    p.add_argument("--batch", type=cli_args.integer(min=1, max=10**7), default=1, help="number of sequences (default 1)")
+    p.add_argument("--dtype", type=cli_args.text(), default="fp16", help="cache dtype: fp32, fp16, bf16, fp8, int8 (default fp16)")
+    p.add_argument("--tp", type=cli_args.integer(min=1, max=4096), default=1,
+                   help="tensor-parallel degree; bytes are per GPU (default 1)")
+    p.add_argument("--block-size", type=cli_args.integer(min=1, max=10**6), default=None, help="paged-attention block size in tokens")
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)
     try:
@@ -77,7 +79,7 @@ def kv_main(argv: list[str]) -> int:
         total = kv_cache_bytes(model, args.tokens, args.batch, args.dtype, args.tp, args.block_size)
         kinds = kv_cache_by_layer_kind(model, args.tokens, args.dtype, args.tp)
         heads = None if model.uses_mla else kv_heads_per_rank(model, args.tp)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, OSError) as e:
         return fail(p.prog, e)
     data = {
         "model": model.name, "tokens": args.tokens, "batch_size": args.batch, "dtype": args.dtype, "tp": args.tp,
@@ -99,23 +101,26 @@ def kv_main(argv: list[str]) -> int:
 
 
 def comm_main(argv: list[str]) -> int:
-    from ringlab.calc import get_model, grad_comm_bytes, parse_count, parse_size
+    from ringlab.calc import get_model, grad_comm_bytes, parse_count
 
-    p = argparse.ArgumentParser(prog="ringlab calc comm",
+    p = cli_args.ArgumentParser(prog="ringlab calc comm",
                                 description="Bytes each rank sends per optimizer step, and model-state memory per GPU.")
-    p.add_argument("--strategy", required=True, help="ddp, zero1, zero2, fsdp_shard_grad_op, fsdp_full_shard (zero3), hybrid_shard")
+    p.add_argument("--strategy", type=cli_args.text(), required=True, help="ddp, zero1, zero2, fsdp_shard_grad_op, fsdp_full_shard (zero3), hybrid_shard")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--params", help="parameter count, e.g. 7e9 or 7B (B = billion here)")
-    source.add_argument("--model", help="model preset or config.json path: its parameter count, layer by layer")
-    p.add_argument("--world-size", type=int, default=None, help="data-parallel ranks (default with --topology: all its GPUs)")
-    p.add_argument("--dtype", default="bf16", help="dtype of parameters and gradients (default bf16)")
-    p.add_argument("--gpus-per-node", type=int, default=None, help="for hybrid_shard")
-    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (default 1)")
-    p.add_argument("--bandwidth", default=None, help="link bandwidth per direction per second, e.g. 450GB; adds a time estimate")
-    p.add_argument("--alpha-us", type=float, default=0.0, help="per-step latency in microseconds (with --bandwidth)")
-    p.add_argument("--topology", default=None, help="cluster preset of ringlab.topology (dgx-h100, ...): time from its "
+    source.add_argument("--params", type=cli_args.count(), help="parameter count, e.g. 7e9 or 7B (B = billion here)")
+    source.add_argument("--model", type=cli_args.name_or_path, help="model preset or config.json path: its parameter count, layer by layer")
+    p.add_argument("--world-size", type=cli_args.integer(min=1, max=1 << 24), default=None, help="data-parallel ranks (default with --topology: all its GPUs)")
+    p.add_argument("--dtype", type=cli_args.text(), default="bf16", help="dtype of parameters and gradients (default bf16)")
+    p.add_argument("--gpus-per-node", type=cli_args.integer(min=1, max=1024), default=None, help="for hybrid_shard")
+    p.add_argument("--grad-accum", type=cli_args.integer(min=1, max=10**6), default=1, help="micro-batches per optimizer step (default 1)")
+    p.add_argument("--bandwidth", type=cli_args.bandwidth(), default=None,
+                   help="link bandwidth per direction, e.g. 450GB/s or 400Gb/s (bits); adds a time estimate")
+    p.add_argument("--alpha-us", type=cli_args.real(min=0, max=1e6), default=0.0, help="per-step latency in microseconds (with --bandwidth)")
+    p.add_argument("--topology", type=cli_args.text(), default=None,
+                   help="cluster preset of ringlab.topology (dgx-h100, ...): time from its "
                                                     "NVLink domains and rails instead of one link")
-    p.add_argument("--nodes", type=int, default=None, help="nodes of --topology (default: world size / GPUs per node)")
+    p.add_argument("--nodes", type=cli_args.integer(min=1, max=100_000), default=None,
+                   help="nodes of --topology (default: world size / GPUs per node)")
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)
     try:
@@ -127,9 +132,9 @@ def comm_main(argv: list[str]) -> int:
                                  gpus_per_node=args.gpus_per_node, grad_accum_steps=args.grad_accum)
         link = None
         if args.bandwidth is not None:
-            link = SimpleNamespace(alpha=args.alpha_us * 1e-6, bandwidth=parse_size(args.bandwidth))
+            link = SimpleNamespace(alpha=args.alpha_us * 1e-6, bandwidth=float(args.bandwidth))
         seconds = result.time(link) if link else result.time_on_cluster(cluster) if cluster else None
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, OSError) as e:
         return fail(p.prog, e)
     data = {
         "strategy": result.strategy, "n_params": result.n_params, "world_size": result.world_size,
@@ -143,7 +148,7 @@ def comm_main(argv: list[str]) -> int:
     }
     if cluster is not None:
         data["topology"] = {"name": cluster.name, "nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node}
-    text = result.summary() + (f"\n  time at {args.bandwidth}/s per direction: {seconds * 1e3:,.1f} ms" if link else "")
+    text = result.summary() + (f"\n  time at {args.bandwidth.echo()} per direction: {seconds * 1e3:,.1f} ms" if link else "")
     if cluster is not None:
         text += (f"\n  time on {cluster.nodes} x {cluster.name} (NCCL-style rings; world groups cross the node on all "
                  f"{cluster.nics_per_node} NICs): {seconds * 1e3:,.1f} ms")

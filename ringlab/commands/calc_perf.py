@@ -10,26 +10,24 @@ results and errors.
 
 from __future__ import annotations
 
-import argparse
-
+from ringlab import cli_args
 from ringlab.commands.calc import emit, fail
 
 
 def roofline_main(argv: list[str]) -> int:
     from ringlab.calc.roofline import roofline
-    from ringlab.calc.units import parse_size
 
-    p = argparse.ArgumentParser(prog="ringlab calc roofline",
+    p = cli_args.ArgumentParser(prog="ringlab calc roofline",
                                 description="Place a kernel on a roofline: memory- or compute-bound, and its time.")
-    p.add_argument("--flops", type=float, required=True, help="FLOPs the kernel performs, e.g. 512e9")
-    p.add_argument("--bytes", required=True, help="bytes moved to/from HBM, e.g. 8e9 or 8GB (GB = 1e9 B)")
-    p.add_argument("--hardware", required=True, help="hardware preset, e.g. a100-sxm-80gb")
-    p.add_argument("--dtype", default="bf16", help="dtype of the math (default bf16)")
+    p.add_argument("--flops", type=cli_args.real(min=0, min_open=True, max=1e30), required=True, help="FLOPs the kernel performs, e.g. 512e9")
+    p.add_argument("--bytes", type=cli_args.size(), required=True, help="bytes moved to/from HBM, e.g. 8e9 or 8GB (GB = 1e9 B)")
+    p.add_argument("--hardware", type=cli_args.text(), required=True, help="hardware preset, e.g. a100-sxm-80gb")
+    p.add_argument("--dtype", type=cli_args.text(), default="bf16", help="dtype of the math (default bf16)")
     p.add_argument("--sparse", action="store_true", help="use the 2:4-sparse peak (dense by default)")
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)
     try:
-        result = roofline(args.flops, parse_size(args.bytes), args.hardware, args.dtype, sparse=args.sparse)
+        result = roofline(args.flops, args.bytes, args.hardware, args.dtype, sparse=args.sparse)
     except (ValueError, TypeError) as e:
         return fail(p.prog, e)
     return emit(result.to_dict(), result.summary(), args.json)
@@ -37,27 +35,29 @@ def roofline_main(argv: list[str]) -> int:
 
 def decode_main(argv: list[str]) -> int:
     from ringlab.calc.decode import DEFAULT_MEMORY_FRACTION, decode_step, max_batch_for_sla, naive_linear_decode_time
+    from ringlab.calc.units import canonical_dtype
 
-    p = argparse.ArgumentParser(
+    p = cli_args.ArgumentParser(
         prog="ringlab calc decode",
         description="Decode step time vs batch size (weights read once per step) and the largest batch "
                     "meeting a time-per-output-token SLA that fits in memory.")
-    p.add_argument("--model", required=True, help="model preset or path to a HF config.json")
-    p.add_argument("--hardware", required=True, help="hardware preset, e.g. a100-sxm-80gb")
-    p.add_argument("--context", type=int, required=True, help="tokens in each sequence's KV cache")
-    p.add_argument("--sla-ms", type=float, default=None, help="time per output token SLA in ms: find the largest batch")
-    p.add_argument("--batch", type=int, default=None, help="evaluate this batch size")
-    p.add_argument("--dtype", default="bf16", help="weights and activations dtype (default bf16)")
-    p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: --dtype)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree; memory and bytes are per GPU")
-    p.add_argument("--fabric", default=None,
+    p.add_argument("--model", type=cli_args.name_or_path, required=True, help="model preset or path to a HF config.json")
+    p.add_argument("--hardware", type=cli_args.text(), required=True, help="hardware preset, e.g. a100-sxm-80gb")
+    p.add_argument("--context", type=cli_args.integer(min=1, max=10**8), required=True, help="tokens in each sequence's KV cache")
+    p.add_argument("--sla-ms", type=cli_args.real(min=0, min_open=True, max=1e7), default=None, help="time per output token SLA in ms: find the largest batch")
+    p.add_argument("--batch", type=cli_args.integer(min=1, max=10**7), default=None, help="evaluate this batch size")
+    p.add_argument("--dtype", type=cli_args.text(), default="bf16", help="weights and activations dtype (default bf16)")
+    p.add_argument("--kv-dtype", type=cli_args.text(), default=None, help="KV-cache dtype (default: --dtype)")
+    p.add_argument("--tp", type=cli_args.integer(min=1, max=4096), default=1, help="tensor-parallel degree; memory and bytes are per GPU")
+    p.add_argument("--fabric", type=cli_args.text(), default=None,
                    help="link for the TP all-reduces, a preset of ringlab.collectives.cost (e.g. nvlink4) with its "
                         "latency; default: the chip's NVLink bandwidth with zero latency")
-    p.add_argument("--topology", default=None,
+    p.add_argument("--topology", type=cli_args.text(), default=None,
                    help="cluster preset of ringlab.topology: the TP all-reduces run as NCCL-style rings over the "
                         "GPUs the TP group spans (inside one NVLink domain when --tp fits in a node)")
-    p.add_argument("--nodes", type=int, default=None, help="nodes of --topology (default: as many as --tp needs)")
-    p.add_argument("--memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION,
+    p.add_argument("--nodes", type=cli_args.integer(min=1, max=100_000), default=None,
+                   help="nodes of --topology (default: as many as --tp needs)")
+    p.add_argument("--memory-fraction", type=cli_args.real(min=0, min_open=True, max=1), default=DEFAULT_MEMORY_FRACTION,
                    help=f"share of GPU memory for weights + KV (default {DEFAULT_MEMORY_FRACTION}, vLLM's)")
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)
@@ -65,6 +65,12 @@ def decode_main(argv: list[str]) -> int:
         p.error("give --sla-ms, --batch, or both")
     data, text = {}, []
     try:
+        for option, dtype in (("--dtype", args.dtype), ("--kv-dtype", args.kv_dtype)):
+            try:
+                if dtype is not None:
+                    canonical_dtype(dtype)
+            except ValueError as e:
+                raise ValueError(f"{option}: {e}") from None
         link = None
         if args.fabric is not None and args.topology is not None:
             raise ValueError("--fabric is one flat link and --topology a cluster: give one of them")
@@ -99,7 +105,7 @@ def decode_main(argv: list[str]) -> int:
                                           "note": "WRONG: assumes each sequence streams all weights"}
             text.append(f"(the circulating linear model, which is wrong, would predict {wrong_step * 1e3:.4g} ms per "
                         f"step and {wrong_tps:,.0f} tokens/s at batch {batch}: it re-reads the weights per sequence)")
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, OSError) as e:
         return fail(p.prog, e)
     return emit(data, "\n".join(text), args.json)
 
@@ -117,15 +123,15 @@ def _tp_link(topology: str, nodes: int | None, tp: int):
 def bubble_main(argv: list[str]) -> int:
     from ringlab.calc.pipeline import SCHEDULES, bubble_fraction, peak_in_flight, pipeline_schedule
 
-    p = argparse.ArgumentParser(prog="ringlab calc bubble",
+    p = cli_args.ArgumentParser(prog="ringlab calc bubble",
                                 description="Pipeline-parallel bubble fraction and peak in-flight micro-batches.")
-    p.add_argument("--stages", type=int, required=True, help="pipeline stages P")
-    p.add_argument("--microbatches", type=int, required=True, help="micro-batches per step M")
-    p.add_argument("--schedule", default="1f1b", help=f"one of {', '.join(SCHEDULES)} (default 1f1b)")
-    p.add_argument("--virtual-stages", type=int, default=1, help="model chunks per device v (interleaved-1f1b)")
-    p.add_argument("--t-f", type=int, default=1, help="forward time per micro-batch and chunk, in slots (default 1)")
-    p.add_argument("--t-b", type=int, default=1, help="input-gradient backward time (default 1)")
-    p.add_argument("--t-w", type=int, default=1, help="weight-gradient backward time (default 1)")
+    p.add_argument("--stages", type=cli_args.integer(min=1, max=100_000), required=True, help="pipeline stages P")
+    p.add_argument("--microbatches", type=cli_args.integer(min=1, max=10**9), required=True, help="micro-batches per step M")
+    p.add_argument("--schedule", type=cli_args.text(), default="1f1b", help=f"one of {', '.join(SCHEDULES)} (default 1f1b)")
+    p.add_argument("--virtual-stages", type=cli_args.integer(min=1, max=1024), default=1, help="model chunks per device v (interleaved-1f1b)")
+    p.add_argument("--t-f", type=cli_args.integer(min=1, max=10**9), default=1, help="forward time per micro-batch and chunk, in slots (default 1)")
+    p.add_argument("--t-b", type=cli_args.integer(min=1, max=10**9), default=1, help="input-gradient backward time (default 1)")
+    p.add_argument("--t-w", type=cli_args.integer(min=1, max=10**9), default=1, help="weight-gradient backward time (default 1)")
     p.add_argument("--grid", action="store_true", help="simulate the schedule, print its grid and measured bubble")
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)

@@ -10,8 +10,9 @@ ceiling, the bottleneck link, bytes per link class and the share of traffic that
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from ringlab import cli_args
 
 from ringlab.collectives import COLLECTIVES
 from ringlab.collectives.cost import LARGE_MESSAGE_ALGORITHM, LINKS, Link, cost_table, crossover, get_link, linear_cost
@@ -20,27 +21,29 @@ from ringlab.topology import FABRICS, PRESETS, PROTOCOLS, cluster_schedules, cos
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ringlab cost", description=__doc__.splitlines()[0])
+    p = cli_args.ArgumentParser(prog="ringlab cost", description=__doc__.splitlines()[0])
     p.add_argument("--collective", default="all_reduce", choices=COLLECTIVES)
-    p.add_argument("--world-size", type=int, help="number of ranks N (default 64; with --topology, nodes x GPUs)")
-    p.add_argument("--size", default="1GiB",
+    p.add_argument("--world-size", type=cli_args.integer(min=1, max=1 << 22), help="number of ranks N (default 64; with --topology, nodes x GPUs)")
+    p.add_argument("--size", type=cli_args.size(), default="1GiB",
                    help="message size S as nccl-tests defines it, e.g. 1GiB, 64MB, 4096 (default 1GiB)")
-    p.add_argument("--fabric", default="nvlink4", help=f"link preset: {', '.join(LINKS)} (default nvlink4)")
-    p.add_argument("--alpha", type=float, help="override the preset's latency per step, seconds")
-    p.add_argument("--bandwidth", type=float, help="override the preset's bandwidth, bytes/s per direction")
-    p.add_argument("--gamma", type=float, default=0.0, help="seconds per byte reduced (default 0)")
+    p.add_argument("--fabric", type=cli_args.text(), default="nvlink4", help=f"link preset: {', '.join(LINKS)} (default nvlink4)")
+    p.add_argument("--alpha", type=cli_args.duration(min=0, min_open=False, max=1.0),
+                   help="override the preset's latency per step: seconds, or 5us, 2ms")
+    p.add_argument("--bandwidth", type=cli_args.bandwidth(),
+                   help="override the preset's bandwidth per direction: bytes/s, or 400Gb/s (bits), 50GB/s")
+    p.add_argument("--gamma", type=cli_args.real(min=0, max=1.0), default=0.0, help="seconds per byte reduced (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     c = p.add_argument_group("cluster (ringlab.topology)")
-    c.add_argument("--topology", help=f"cluster preset: {', '.join(PRESETS)}, or custom (with the flags below)")
-    c.add_argument("--nodes", type=int, default=1, help="nodes (NVLink domains) of the cluster (default 1)")
-    c.add_argument("--channels", type=int, help="rings / tree pairs NCCL-style (default: one per GPU, at most 16)")
-    c.add_argument("--algorithm", help="only this algorithm (flat or topology-aware)")
+    c.add_argument("--topology", type=cli_args.text(), help=f"cluster preset: {', '.join(PRESETS)}, or custom (with the flags below)")
+    c.add_argument("--nodes", type=cli_args.integer(min=1, max=100_000), default=1, help="nodes (NVLink domains) of the cluster (default 1)")
+    c.add_argument("--channels", type=cli_args.integer(min=1, max=1024), help="rings / tree pairs NCCL-style (default: one per GPU, at most 16)")
+    c.add_argument("--algorithm", type=cli_args.text(), help="only this algorithm (flat or topology-aware)")
     c.add_argument("--protocol", choices=tuple(PROTOCOLS), help="NCCL protocol efficiency (default simple = 1)")
-    c.add_argument("--gpus-per-node", type=int, help="custom: GPUs per node")
-    c.add_argument("--gpu-gbs", type=float, help="custom: GB/s per GPU per direction (per link for --intra mesh)")
+    c.add_argument("--gpus-per-node", type=cli_args.integer(min=1, max=1024), help="custom: GPUs per node")
+    c.add_argument("--gpu-gbs", type=cli_args.real(min=0, min_open=True, max=1e5), help="custom: GB/s per GPU per direction (per link for --intra mesh)")
     c.add_argument("--intra", choices=FABRICS, default="nvswitch", help="custom: how GPUs in a node connect")
-    c.add_argument("--nics", type=int, default=0, help="custom: NICs per node")
-    c.add_argument("--nic-gbps", type=float, default=0.0, help="custom: Gb/s per NIC, as sold (400 for NDR)")
+    c.add_argument("--nics", type=cli_args.integer(min=0, max=1024), default=0, help="custom: NICs per node")
+    c.add_argument("--nic-gbps", type=cli_args.real(min=0, max=1e5), default=0.0, help="custom: Gb/s per NIC, as sold (400 for NDR)")
     return p
 
 
@@ -93,19 +96,20 @@ def _cluster_rows(args, cluster, size: int) -> tuple[list[dict], list[tuple[str,
 
 
 def _format_cluster(rows: list[dict], header: str) -> str:
-    head = ["algorithm", "steps", "time (us)", "busbw GB/s", "line-rate busbw", "bottleneck", "leaves node",
+    head = ["algorithm", "steps", "time (us)", "algbw GB/s", "busbw GB/s", "line-rate busbw", "bottleneck", "leaves node",
             "busiest NIC GB", "busiest GPU link GB"]
     cells = []
     for r in rows:
         per = r["bytes_per_link_class"]
         gpu_max = max((per[k]["max"] for k in ("nvlink", "xgmi") if k in per), default=per["pcie"]["max"])
         cells.append([r["algorithm"], str(r["steps"]), f"{r['seconds'] * 1e6:,.1f}",
+                      "-" if r["algbw"] is None else f"{r['algbw'] / 1e9:.1f}",
                       "-" if r["busbw"] is None else f"{r['busbw'] / 1e9:.1f}",
                       "-" if r["line_rate_busbw"] is None else f"{r['line_rate_busbw'] / 1e9:.1f}",
                       r["bottleneck"] or "-", f"{r['inter_node_fraction']:.1%}",
                       f"{per['nic']['max'] / 1e9:.3f}" if "nic" in per else "-", f"{gpu_max / 1e9:.3f}"])
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(head)]
-    fmt = "  ".join(f"{{:<{w}}}" if i in (0, 5) else f"{{:>{w}}}" for i, w in enumerate(widths))
+    fmt = "  ".join(f"{{:<{w}}}" if i in (0, 6) else f"{{:>{w}}}" for i, w in enumerate(widths))
     return "\n".join([header, fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*c) for c in cells])
 
 
@@ -125,14 +129,14 @@ def _main_cluster(parser, args) -> int:
     except (ValueError, TypeError) as exc:
         parser.exit(2, f"ringlab cost: error: {exc}\n")
     if args.json:
-        print(json.dumps({"collective": args.collective, "world_size": cluster.world_size, "message_bytes": size,
+        print(cli_args.json_text({"collective": args.collective, "world_size": cluster.world_size, "message_bytes": size,
                           "topology": {"name": cluster.name, "nodes": cluster.nodes,
                                        "gpus_per_node": cluster.gpus_per_node, "fabric": cluster.fabric,
                                        "gpu_bandwidth_Bps": cluster.gpu_bandwidth, "nics_per_node": cluster.nics_per_node,
                                        "nic_gbps": cluster.nic_gbps, "nic_bandwidth_Bps": cluster.nic_bandwidth,
                                        "nvls": cluster.nvls, "sharp": cluster.sharp, "source": cluster.source},
                           "protocol": args.protocol or "simple", "algorithms": rows,
-                          "skipped": [{"algorithm": n, "why": w} for n, w in skipped]}, indent=2))
+                          "skipped": [{"algorithm": n, "why": w} for n, w in skipped]}))
         return 0
     header = (f"{args.collective}, S={size:,} B ({size / 1e9:.3f} GB, {size / 2**30:.3f} GiB) on {cluster.describe()}")
     print(_format_cluster(rows, header))
@@ -169,14 +173,16 @@ def main(argv: list[str]) -> int:
     except (ValueError, TypeError) as exc:
         parser.exit(2, f"ringlab cost: error: {exc}\n")
     if args.json:
-        print(json.dumps({"collective": args.collective, "world_size": args.world_size, "message_bytes": size,
-                          "fabric": {"name": link.name, "alpha_s": link.alpha, "bandwidth_Bps": link.bandwidth,
+        print(cli_args.json_text({"collective": args.collective, "world_size": args.world_size,
+                          "message_bytes": size, "fabric": {"name": link.name, "alpha_s": link.alpha, "bandwidth_Bps": link.bandwidth,
                                      "source": link.source},
                           "gamma_s_per_byte": args.gamma, "algorithms": rows,
-                          "crossover_bytes": {"against": base, **cross} if cross else None}, indent=2))
+                          "crossover_bytes": {"against": base, **cross} if cross else None}))
         return 0
     header = (f"{args.collective}, N={args.world_size}, S={size:,} B ({size / 1e9:.3f} GB, {size / 2**30:.3f} GiB), "
-              f"{link.name}: alpha={link.alpha * 1e6:g} us, {link.bandwidth / 1e9:g} GB/s per direction")
+              f"{link.name}: alpha={link.alpha * 1e6:g} us, "
+              f"{args.bandwidth.echo() if args.bandwidth is not None else f'{link.bandwidth / 1e9:g} GB/s'} "
+              "per direction")
     print(_format(rows, header))
     for name, m in cross.items():
         if linear_cost(args.collective, base, args.world_size, link, args.gamma) == \

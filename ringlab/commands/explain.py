@@ -12,7 +12,6 @@ names the line). The model and its sources are in :mod:`ringlab.nccl`.
 from __future__ import annotations
 
 import argparse
-import os
 
 from ringlab import cli_args
 from ringlab.nccl import ParseError, explain_texts
@@ -38,37 +37,13 @@ def _read(name: str) -> str:
 
 
 def plot(reports, path: str) -> None:
-    """busbw (GB/s) against size (bytes, log scale) per run, with its ceiling and alpha-beta fit, saved as PNG."""
+    """Save :func:`ringlab.viz.nccl.plot_busbw` of ``reports`` as a PNG at ``path``."""
     from ringlab.viz._mpl import pyplot
+    from ringlab.viz.nccl import plot_busbw
 
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    for i, rep in enumerate(reports):
-        rows = sorted(rep.run.rows, key=lambda r: r.size)
-        if not rows:
-            continue
-        colour = f"C{i % 10}"
-        label = os.path.basename(rep.source) if len(reports) > 1 else (rep.facts.collective or "busbw")
-        ax.plot([r.size for r in rows], [r.busbw for r in rows], "o-", color=colour, ms=3, label=f"{label} measured")
-        if rep.fit is not None and rep.facts.bus_ratio:
-            sizes = [r.size for r in rows]
-            model = [s / rep.fit.time(s) * rep.facts.bus_ratio / 1e9 for s in sizes]
-            ax.plot(sizes, model, ":", color=colour, label=f"alpha-beta fit (alpha {rep.fit.alpha * 1e6:.1f} us)")
-        if rep.fit is not None:
-            ax.axvline(rep.fit.crossover, color=colour, ls="-.", lw=0.8,
-                       label=f"latency-bound below {rep.fit.crossover:,.0f} B")
-        if rep.expected_busbw:
-            ax.axhline(rep.expected_busbw / 1e9, color=colour, ls="--", lw=1,
-                       label=f"ceiling {rep.expected_busbw / 1e9:g} GB/s")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size S (bytes)")
-    ax.set_ylabel("busbw (GB/s, 1e9 B/s)")
-    ax.set_title("busbw against message size")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
+    fig = plot_busbw(reports)
     fig.savefig(path, dpi=100)
-    plt.close(fig)
+    pyplot().close(fig)
 
 
 def main(argv: list[str]) -> int:

@@ -12,6 +12,7 @@ from ringlab.sim.ops import OPS, resolve_dtype
 from ringlab.collectives import ALGORITHMS, COLLECTIVES
 from ringlab.sim.memory import InsufficientMemory
 from ringlab.sim.verify import DEFAULT_WORLD_SIZES, INPUTS, MAX_WORLD_SIZE, MAX_WORLD_SIZES_LISTED, verify
+from ringlab.topology import CLUSTER_ALGORITHMS
 
 
 def parse_world_sizes(text: str) -> list[int]:
@@ -59,12 +60,60 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", type=cli_args.integer(min=0, max=MAX_WORLD_SIZE - 1), default=0, help="root rank of broadcast / reduce (default 0)")
     p.add_argument("--seed", type=cli_args.integer(min=0, max=2**63 - 1), default=0)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--topology", type=cli_args.text(), default=None,
+                   help="cluster preset of ringlab.topology: run the algorithm (flat, or topology-aware: "
+                        + ", ".join(sorted({a for _, a in CLUSTER_ALGORITHMS})) + ") routed on it and check results, "
+                        "bytes per rank and bytes per link")
+    p.add_argument("--nodes", type=_world_sizes, default=None,
+                   help="with --topology: node counts (default: those of 1,2,3,8 the algorithm applies to)")
     return p
+
+
+def _main_cluster(parser, args) -> int:
+    """``--topology``: :func:`ringlab.sim.cluster.verify_on_cluster` at each node count, on seeded int64 data."""
+    import json
+
+    from ringlab.sim.cluster import verify_on_cluster
+    from ringlab.topology import get_cluster
+
+    try:
+        if args.world_sizes or args.size or args.dtype != "float32" or args.op != "sum" or args.root:
+            raise ValueError("with --topology the world size is nodes x GPUs and the data seeded int64 with op=sum: "
+                             "use --nodes and --numel, leave --world-sizes, --size, --dtype, --op and --root out")
+        numel = 1001 if args.numel is None else args.numel
+        algorithm = args.algorithm or "ring_channels"
+        nodes = args.nodes
+        if nodes is None:  # the default node counts the algorithm applies to (nvls: one node; trees: several)
+            entry = CLUSTER_ALGORITHMS.get((args.collective, algorithm))
+            nodes = [k for k in (1, 2, 3, 8) if entry is None or entry.unavailable(get_cluster(args.topology, k)) is None]
+        checks = [verify_on_cluster(args.collective, algorithm, get_cluster(args.topology, k), numel=numel,
+                                    seed=args.seed) for k in nodes or [1]]
+    except (ValueError, TypeError) as exc:
+        parser.exit(2, f"ringlab verify: error: {exc}\n")
+    fields = ("results", "rank_bytes", "links_vs_schedule", "closed_form", "egress_equals_moved", "nic_tx_equals_rx")
+    ok = all(c.ok for c in checks)
+    if args.json:
+        print(json.dumps({"collective": args.collective, "algorithm": algorithm, "topology": args.topology,
+                          "numel": numel, "ok": ok,
+                          "rows": [dict({f: getattr(c, f) for f in fields}, nodes=c.nodes, ok=c.ok) for c in checks]},
+                         indent=2))
+        return 0 if ok else 1
+    print(f"{algorithm} {args.collective} on {args.topology}, {numel} int64 elements per rank")
+    print("nodes  " + "  ".join(fields))
+    for c in checks:
+        marks = ("-" if getattr(c, f) is None else "ok" if getattr(c, f) else "FAIL" for f in fields)
+        print(f"{c.nodes:>5}  " + "  ".join(f"{m:>{len(f)}}" for m, f in zip(marks, fields)))
+    print(f"{'ALL CHECKS PASSED' if ok else 'MISMATCH FOUND'}: {sum(c.ok for c in checks)}/{len(checks)} node counts")
+    return 0 if ok else 1
 
 
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.topology is not None:
+        return _main_cluster(parser, args)
+    if args.nodes is not None:
+        parser.exit(2, "ringlab verify: error: --nodes needs --topology\n")
     try:
         sizes = args.world_sizes or list(DEFAULT_WORLD_SIZES)
         numel = args.numel

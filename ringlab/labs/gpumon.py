@@ -91,6 +91,7 @@ import os
 import queue
 import re
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -384,6 +385,7 @@ class DeadlineCaller:
         return box["value"]
 
     def close(self) -> None:
+        """Let the current worker exit; a later :meth:`call` starts a new one."""
         if self._jobs is not None:
             self._jobs.put(None)
             self._jobs = None
@@ -490,12 +492,14 @@ class NvmlSampler:
         return values
 
     def close(self) -> None:
+        """Shut NVML down (if it was initialised) and let the worker thread go; the next call starts afresh."""
         if self._ready:
             self._ready = False
             try:
                 self._call("nvmlShutdown")
             except (self._nvml.NVMLError, NvmlTimeout, _Stopped):
                 pass
+        self._caller.close()
 
 
 def _import_pynvml():
@@ -589,6 +593,12 @@ class GpumonLog:
         self._open()
 
     def _open(self) -> None:
+        try:
+            mode = os.stat(self.path).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):  # /dev/full, /dev/zero, a FIFO: reading the header never ends
+            raise ValueError(f"{self.path} is not a regular file; gpumon appends to a CSV file: pass another --out")
         self._file = open(self.path, "a+b", buffering=0)
         try:
             self._identity = self._stat_identity(os.fstat(self._file.fileno()))
@@ -603,9 +613,9 @@ class GpumonLog:
 
     def _prepare(self) -> None:
         f = self._file
-        f.seek(0)
-        first = f.readline()
         expected = ",".join(HEADER)
+        f.seek(0)
+        first = f.readline(len(expected) + 2)
         if not first:
             self._append(expected + "\n")
         elif first.decode("utf-8", "replace").rstrip("\r\n") != expected:

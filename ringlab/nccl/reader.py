@@ -79,6 +79,10 @@ class _Reader:
         if m:
             self._open(line, "header").header = table.header_fields(m)
             return
+        m = table.IMPLEMENTATION.match(text)
+        if m and self.run is not None:
+            self.run.implementation = m["name"]
+            return
         m = table.DEVICE.match(text)
         if m:
             run = self._open(line, "device" if self.run is None or self.run.rows else None)

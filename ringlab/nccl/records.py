@@ -83,6 +83,7 @@ class Run:
     start: Line | None = None
     collective: str | None = None  # from "Collective test starting:" or a command line
     collective_evidence: Line | None = None
+    implementation: str | None = None  # ringlab bench's "# Implementation:" line (torch.distributed, ringlab ring)
     header: dict = field(default_factory=dict)  # nThread, nGpus, minBytes, ... as printed
     versions: dict[str, str] = field(default_factory=dict)  # nccl-tests, nccl, rccl-tests, rccl
     devices: dict[int, Device] = field(default_factory=dict)

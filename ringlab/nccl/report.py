@@ -56,7 +56,7 @@ class Report:
             "transports": {"intra_node": f.intra_node, "inter_node": f.inter_node},
             "peak_busbw": self.peak_busbw, "expected_busbw": self.expected_busbw, "efficiency": self.efficiency,
             "findings": [x.as_dict() for x in self.findings],
-            "source": self.source, "versions": f.versions, "channels": f.channels, "graphs": f.graphs,
+            "source": self.source, "implementation": self.run.implementation, "versions": f.versions, "channels": f.channels, "graphs": f.graphs,
             "algorithms": f.algorithms,
             "nics": f.nics, "nic_layer": f.nic_layer, "nic_bandwidth": f.nic_bandwidth, "hosts": f.hosts,
             "ceiling": self.ceiling_explanation, "alpha_beta": fit, "notes": f.notes,
@@ -78,7 +78,8 @@ class Report:
             f"{f.nodes} node(s)" if f.nodes else None,
             f"{f.gpus_per_node} GPU(s)/node" if f.gpus_per_node else None,
             f.gpu) if x)
-        lines = [f"{self.source}: {shape}"]
+        named = f" [{self.run.implementation}]" if self.run.implementation else ""
+        lines = [f"{self.source}{named}: {shape}"]
         if f.versions:
             lines.append("  versions: " + ", ".join(f"{k} {v}" for k, v in sorted(f.versions.items())))
         alone = f.gpus_per_node == 1

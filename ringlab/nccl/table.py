@@ -15,6 +15,8 @@ The layouts, from nccl-tests' ``src/common.cu`` / ``src/util.cu`` history and th
   ``i_min i_max i_p99 i_cv%`` to each half, ``-R`` a trailing timestamp; a trace replay prints the
   in-place half only. ``#wrong`` is ``N/A`` where results were not checked and is printed with
   ``%g`` (``1.04858e+06`` for large counts); times of 10 ms and more print without decimals;
+* ``ringlab bench`` prints the same layout, one block per implementation, naming it after the
+  devices: ``# Implementation: torch.distributed``, below a ``# ringlab bench: ...`` banner;
 * footer: ``# Out of bounds values : 0 OK``, ``# Avg bus bandwidth    : 14.9966``,
   2.17+: ``# Collective test concluded: all_reduce_perf``.
 """
@@ -35,13 +37,14 @@ LIB_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version (?P<version>\d+\.\d+\.\d
 STARTING = re.compile(r"^#?\s*Collective test (?P<what>starting|concluded): (?P<name>\w+)")
 DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+"
                     r"device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s+(?P<name>.+?)\s*$")
+IMPLEMENTATION = re.compile(r"^#\s*Implementation:\s*(?P<name>\S.*?)\s*$")  # ringlab bench's tables
 OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<verdict>OK|FAILED)?")
 AVG_BUSBW = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<value>[-+0-9.eE]+|nan|inf)")
 FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|Test timeout")
 # lines nccl-tests prints that carry nothing we use
 _NOISE = re.compile(r"^#?\s*(?:$|Using devices|\(B\)\s+\(elements\)|out-of-place|Errors with asterisks|"
                     r"Reducing maxBytes|Blocking Enabled|Writing JSON output|skipping json output|GPU memory usage|"
-                    r"Testing \d+ cycle|Per-Iteration Report|Parallel Init Enabled|Check results)")
+                    r"Testing \d+ cycle|Per-Iteration Report|Parallel Init Enabled|Check results|ringlab bench:)")
 # any nccl-tests binary named on a command line
 PERF_BINARY = re.compile(r"(?:^|[/\s=])(?P<name>all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|alltoallv|"
                          r"sendrecv|gather|scatter|hypercube)_perf(?:_mpi)?\b")

@@ -42,6 +42,10 @@ from ringlab.calc.models import ModelConfig
 from ringlab.calc.units import positive_int
 
 
+_MEMO_SIZE = 256  # prompts whose chain keys are remembered (cleared when full)
+MAX_BLOCKS = 2**24  # 16.8 M blocks; the books are Python lists, and no GPU pool comes near this
+
+
 class OutOfBlocksError(RuntimeError):
     """The pool cannot hold a request now (``needed`` > ``available``), or ever (``never`` is True:
     it needs more than the pool less the watermark)."""
@@ -90,13 +94,16 @@ class BlockManager:
         enable_prefix_caching: share full blocks by chained key and keep freed ones cached (default True).
 
     Sequence ids are any hashable values; token ids any hashable values (ints in practice).
-    Errors: ValueError for bad sizes, unknown or duplicate sequence ids and empty prompts;
+    Errors: ValueError for bad sizes (``num_blocks`` at most :data:`MAX_BLOCKS`), unknown or duplicate sequence ids and empty prompts;
     :class:`OutOfBlocksError` when the pool cannot hold what is asked (the books are left unchanged).
     """
 
     def __init__(self, num_blocks: int, block_size: int = 16, watermark_blocks: int = 0,
                  enable_prefix_caching: bool = True):
         self.num_blocks = positive_int(num_blocks, "num_blocks")
+        if self.num_blocks > MAX_BLOCKS:
+            raise ValueError(f"num_blocks={self.num_blocks:,} is above {MAX_BLOCKS:,}: larger than any GPU's pool "
+                             "(check the units)")
         self.block_size = positive_int(block_size, "block_size")
         if isinstance(watermark_blocks, bool) or not isinstance(watermark_blocks, int) \
                 or not 0 <= watermark_blocks < self.num_blocks:
@@ -118,6 +125,7 @@ class BlockManager:
         self.copies = 0  # copy-on-write copies made
         self.evictions = 0  # cached blocks recycled for new content
         self.pending_copies: list[tuple[int, int]] = []  # (src, dst) copies not yet taken by the engine
+        self._memo: dict[tuple, list[tuple]] = {}  # token tuple -> its chain keys
 
     # ---- reading the books -------------------------------------------------------------------
     @property
@@ -369,13 +377,21 @@ class BlockManager:
             raise ValueError(f"unknown sequence {seq_id!r}: it holds no blocks") from None
 
     def _prompt_keys(self, tokens: Sequence) -> tuple[list[tuple], int]:
-        """Chain keys of the full blocks of ``tokens`` and whether a partial block is left (0 or 1)."""
-        bs, keys, parent = self.block_size, [], None
-        full = len(tokens) // bs
-        for i in range(full):
-            parent = _chain(parent, tuple(tokens[i * bs:(i + 1) * bs]))
-            keys.append(parent)
-        return keys, int(len(tokens) > full * bs)
+        """Chain keys of the full blocks of ``tokens`` (a new list) and whether a partial block is left (0 or 1).
+
+        Memoised: a scheduler asks again about the same waiting prompt every step.
+        """
+        bs, whole = self.block_size, tuple(tokens)
+        keys = self._memo.get(whole)
+        if keys is None:
+            keys, parent = [], None
+            for i in range(len(whole) // bs):
+                parent = _chain(parent, whole[i * bs:(i + 1) * bs])
+                keys.append(parent)
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+            self._memo[whole] = keys
+        return list(keys), int(len(whole) % bs != 0)
 
     def _take(self) -> int:
         """A block for new content (caller checked there is one): plain free first, then the LRU cached."""

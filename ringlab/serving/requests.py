@@ -19,6 +19,8 @@ from ringlab.calc.units import positive_int
 
 VOCAB_SIZE = 32_000  # Llama-2's vocabulary; token ids only need to be distinct, not meaningful
 LENGTHS = ("fixed", "uniform", "exponential")
+MAX_REQUESTS = 1_000_000  # a trace is built in memory, one tuple of token ids per request
+MAX_MEAN_LEN = 1_000_000  # mean prompt or output tokens
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ def poisson_requests(num_requests: int | None = None, rate: float = 10.0, second
     prompt put in front of the prompt of a ``shared_fraction`` of the requests (counted in their
     prompt length). ``n``: samples per request. Prompt tokens are drawn uniformly from the
     vocabulary, so unrelated prompts share no block.
-    Raises ValueError/TypeError naming the bad argument.
+    Raises ValueError/TypeError naming the bad argument (also above :data:`MAX_REQUESTS` requests or
+    :data:`MAX_MEAN_LEN` mean tokens).
     """
     if num_requests is None and seconds is None:
         raise ValueError("give num_requests, seconds, or both")
@@ -88,6 +91,12 @@ def poisson_requests(num_requests: int | None = None, rate: float = 10.0, second
         raise ValueError(f"shared_fraction must be in [0, 1], got {shared_fraction}")
     if isinstance(shared_prefix_len, bool) or not isinstance(shared_prefix_len, int) or shared_prefix_len < 0:
         raise ValueError(f"shared_prefix_len must be an int >= 0, got {shared_prefix_len!r}")
+    for name, value in (("prompt_len", prompt_len), ("output_len", output_len)):
+        if positive_int(value, name) > MAX_MEAN_LEN:
+            raise ValueError(f"{name}={value:,} tokens is above {MAX_MEAN_LEN:,}: no model serves such requests")
+    expected = num_requests if num_requests is not None else rate * seconds
+    if expected > MAX_REQUESTS:
+        raise ValueError(f"{expected:,.0f} requests (rate x seconds) is above {MAX_REQUESTS:,}: shorten the trace")
     rng = np.random.default_rng(seed)
     if num_requests is None:
         count = int(rate * seconds + 10 * np.sqrt(rate * seconds) + 10)  # Poisson tail: far beyond the count

@@ -22,8 +22,9 @@ and with no watermark; a decoding sequence that then finds no free block is skip
 request is recompute-preempted to make room "for next step". But next step the admission runs first
 again, re-admits that request into the room it left, and the decode finds no block again: the same
 request is prefilled, evicted and prefilled again while nothing progresses. The scheduler recognises
-it: once every request has arrived, a state (queues, lengths, allocator counts) seen before means the
-run cycles for ever; it stops and reports ``livelock`` (PROBLEMS.md P14).
+it: once every request has arrived, a state (queues, lengths, allocator counts) seen before, with no
+token generated since, means the run cycles for ever; it stops and reports ``livelock`` (PROBLEMS.md
+P14). States are only recorded while nothing progresses, so the check costs nothing in a healthy run.
 
 Recomputing a preempted request (its prompt and output so far) is chunked over steps even without
 chunked prefill, since it may exceed the token budget. Requests that can never be served are
@@ -160,8 +161,8 @@ class Scheduler:
         self.running: list[_Group] = []  # kept oldest first
         self.swapped: deque[_Group] = deque()
         self.groups: dict[int, _Group] = {}
-        self.now, seen = 0.0, {}
-        for step in range(self.config.max_steps):
+        self.now, seen, progress, self.outputs = 0.0, {}, 0, 0
+        while True:
             while pending and pending[0].arrival_s <= self.now:
                 self._arrive(pending.popleft())
             if not (self.waiting or self.running or self.swapped):
@@ -169,10 +170,16 @@ class Scheduler:
                     break
                 self.now = pending[0].arrival_s
                 continue
+            step = self.trace.num_steps
+            if step == self.config.max_steps:
+                self.trace.event(step, self.now, "step limit", None, f"stopped after max_steps={step}")
+                break
             self._step(step)
             if self.check:
                 self.blocks.check_invariants()
-            if not pending:
+            if self.outputs > progress:  # a cycle makes no progress: states before this step cannot recur
+                progress, seen = self.outputs, {}
+            elif not pending:
                 state = self._fingerprint()
                 if state in seen:
                     self.trace.event(step, self.now, "livelock", None,
@@ -181,9 +188,6 @@ class Scheduler:
                     self.trace.livelock = (seen[state], step)
                     break
                 seen[state] = step
-        else:
-            self.trace.event(self.config.max_steps, self.now, "step limit", None,
-                             f"stopped after max_steps={self.config.max_steps}")
         self.trace.finish(list(self.groups.values()), self.blocks, self.now)
         return self.trace
 
@@ -427,6 +431,7 @@ class Scheduler:
             group.generated[sample] = group.generated.get(sample, 0) + 1
             group.slotted.discard(sample)
             group.output_tokens += 1
+            self.outputs += 1
             if group.generated[sample] == request.max_new_tokens:
                 self.blocks.free((group.rid, sample))
                 del group.tokens[sample], group.generated[sample]

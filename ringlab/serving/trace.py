@@ -58,16 +58,20 @@ class Trace:
         self.end_s = 0.0
 
     def event(self, step, time_s, kind, request_id, detail) -> None:
+        """Append one :class:`Event` to the log."""
         self.events.append(Event(step, float(time_s), kind, request_id, detail))
 
     def reject(self, request_id: int, reason: str) -> None:
+        """Record that a request was refused on arrival, and why."""
         self.rejected[request_id] = reason
 
     def preempt(self, mode: str, blocks: int) -> None:
+        """Count one preemption (``recompute`` or ``swap``) that released ``blocks`` distinct blocks."""
         self.preemptions[mode] += 1
         self.preempted_blocks += blocks
 
     def step(self, *row) -> None:
+        """Append one step's row, its values in the order of :data:`STEP_FIELDS`."""
         self._rows.append(row)
 
     def finish(self, groups: list, blocks, end_s: float) -> None:

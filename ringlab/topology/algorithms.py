@@ -26,12 +26,13 @@ TREE_PIECES = 4  # pipeline pieces per tree (tree_chains) and per slice (nvls): 
 
 
 def default_channels(cluster: Cluster) -> int:
-    """One channel per GPU (so every GPU's NIC carries one channel's crossings), at most 16.
+    """One channel per GPU, so every GPU's NIC carries one channel's crossings.
 
     NCCL opens 16-32 channels on 8-GPU NVSwitch nodes with 8 NICs (2-4 per NIC, ``NCCL_MIN_NCHANNELS``);
-    here bandwidth depends only on which rails and links channels use, so one per GPU is enough.
+    here bandwidth depends only on which rails and links channels use, so one per GPU is enough, and
+    fewer than the GPUs leave NICs idle (C channels use C rails).
     """
-    return min(cluster.gpus_per_node, 16)
+    return cluster.gpus_per_node
 
 
 def _multi_node(cluster: Cluster) -> str | None:

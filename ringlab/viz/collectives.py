@@ -22,6 +22,9 @@ RING_TREE_HD = ("ring", "double_binary_tree", "recursive_doubling", "rabenseifne
 _LABEL_GAP_DECADES = 0.3
 
 
+NVLINK_DOMAIN_GPUS = 8  # GPUs per NVLink domain on HGX/DGX H100 (NVIDIA DGX H100 user guide); GB200 NVL72 has 72
+
+
 def label_levels(positions, gap_decades: float = _LABEL_GAP_DECADES) -> list[int]:
     """Stagger levels for labels at ``positions`` (bytes > 0) on a log axis, in the input order.
 
@@ -55,9 +58,12 @@ def plot_collective_times(collective: str = "all_reduce", fabric="nvlink4", worl
         fig, ax = plt.subplots(figsize=(7, 4.5))
     else:
         fig = ax.figure
-    for name in names:
+    styles = ("-", "--", "-.", ":")
+    for i, name in enumerate(names):
         t = [alpha_beta_time(collective, name, world_size, int(m), link, gamma) for m in sizes]
-        ax.loglog(sizes, t, label=name, marker=".", markersize=3)
+        # earlier lines wider and dashed differently, so two algorithms with equal times both stay visible
+        ax.loglog(sizes, t, label=name, marker=".", markersize=3, linestyle=styles[i % len(styles)],
+                  linewidth=1.0 + 0.4 * (len(names) - 1 - i))
     if collective != "all_to_all" and len(names) > 1:
         crossings = [(name, m) for name, m in crossover(collective, link, world_size, names, gamma=gamma).items()
                      if m and sizes[0] <= m <= sizes[-1]]
@@ -69,8 +75,11 @@ def plot_collective_times(collective: str = "all_reduce", fabric="nvlink4", worl
                     fontsize=7, color="dimgrey", va="bottom", ha="left" if level % 2 else "right")
     ax.set_xlabel("message size S (bytes, nccl-tests definition)")
     ax.set_ylabel("alpha-beta time (s)")
+    hypothetical = link.name.startswith("nvlink") and world_size > NVLINK_DOMAIN_GPUS
     ax.set_title(f"{collective}, N={world_size}, {link.name} "
-                 f"(alpha={link.alpha * 1e6:g} us, {link.bandwidth / 1e9:g} GB/s per direction)", fontsize=9)
+                 f"(alpha={link.alpha * 1e6:g} us, {link.bandwidth / 1e9:g} GB/s per direction)"
+                 + (f"\nhypothetical: {world_size} GPUs in one NVLink domain (an HGX H100 node has "
+                    f"{NVLINK_DOMAIN_GPUS})" if hypothetical else ""), fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     return fig

@@ -47,7 +47,7 @@ def plot_decode(model="llama-2-7b", hardware="a100-sxm-80gb", context_len: int =
     sla = max_batch_for_sla(model, hardware, context_len, tpot_s, dtype, kv_dtype, tp)
     wall = sla.memory_limit + 0.5  # first batch that does not fit is memory_limit + 1
 
-    fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(11, 5.4))
     ms = 1e3
     ax_t.loglog(batch, right.step_time_s * ms, color="black", lw=2.2, label="step time (right model)")
     ax_t.loglog(batch, right.memory_time_s * ms, color="#1f77b4", lw=1, ls="--", label="memory roof: bytes / HBM BW")
@@ -84,7 +84,8 @@ def plot_decode(model="llama-2-7b", hardware="a100-sxm-80gb", context_len: int =
         ax.set_xlim(batch[0], batch[-1])
         ax.set_xlabel("batch size (sequences decoding together)")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+        # below the axes: inside, the legend covered the lines it names
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     tp_text = f", tp={tp}" if tp > 1 else ""
     fig.suptitle(f"{get_model(model).name} on {right.hardware}{tp_text}, {context_len:,} tokens of context per "
                  f"sequence, weights {right.dtype}, KV {right.kv_dtype}, dense peak", fontsize=10)

@@ -86,10 +86,20 @@ def draw_schedule(stages: int, microbatches: int, schedule: str = "1f1b", virtua
     ax.set_xlim(0, sched.makespan)
     ax.set_ylim(p - 0.5, -0.5)
     ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=7)
-    ax.set_xlabel(f"time slot (a stage's forward = {t_f * v} slots, its backward = {(t_b + t_w) * v})", fontsize=8)
-    if legend:
-        handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (*COLOURS.values(), IDLE_COLOUR)]
-        ax.legend(handles, ["F", "B" if schedule == "zb-h1" else "B (incl. W)", "W", "idle (bubble)"],
+    def slots(k: int) -> str:
+        return f"{k} slot" + ("s" if k != 1 else "")
+
+    per_chunk = f"one chunk's forward = {slots(t_f)}, its backward = {slots(t_b + t_w)}; " if v > 1 else ""
+    ax.set_xlabel(f"time slot ({per_chunk}a stage's forward = {slots(t_f * v)}, its backward = "
+                  f"{slots((t_b + t_w) * v)})", fontsize=8)
+    if legend or v > 1:  # an interleaved panel always names its chunk shades
+        backward = "B" if schedule == "zb-h1" else "B (incl. W)"
+        entries = [(COLOURS[k], name) for k, name in zip(COLOURS, ("F", backward, "W"))]
+        if v > 1:
+            entries = [(_lighter(colour, 0.45 * c / (v - 1)), f"{name}, model chunk {c}")
+                       for colour, name in entries[:2] for c in range(v)]
+        entries.append((IDLE_COLOUR, "idle (bubble)"))
+        ax.legend([plt.Rectangle((0, 0), 1, 1, color=c) for c, _ in entries], [name for _, name in entries],
                   fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     fig.tight_layout()
     return fig

@@ -87,7 +87,10 @@ def block_explorer():
     def render(*_):
         shared_len = min(shared.value, prompt.value)
         bm, copied = fork_scenario(requests.value, prompt.value, shared_len, n.value, decode.value)
-        show(image, caption, plot_block_tables(bm, copied), f"<code>{block_summary(bm, requests.value, prompt.value, shared_len, n.value, decode.value)}</code>")
+        setup = (f"{requests.value} requests x {n.value} samples, prompts of {prompt.value} tokens of which "
+                 f"{shared_len} shared, {decode.value} decoded, blocks of {bm.block_size}")
+        summary = block_summary(bm, requests.value, prompt.value, shared_len, n.value, decode.value)
+        show(image, caption, plot_block_tables(bm, copied), f"<code>{setup}<br>{summary}</code>")
 
     for control in (requests, prompt, shared, n, decode):
         control.observe(render, names="value")

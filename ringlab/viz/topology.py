@@ -63,6 +63,7 @@ def plot_cluster_load(cluster, schedule, message_bytes: int, ax=None, nodes_show
                   fontsize=8)
     ax.set_title(f"{schedule.algorithm} on {cluster.nodes} x {cluster.name}: link busy time / bottleneck's",
                  fontsize=9)
+    ax.set_xlabel("in each node: GPU 0..G-1 (nvlink, pcie) or NIC rail 0..P-1 (nic), left to right", fontsize=8)
     ax.figure.colorbar(im, ax=ax, fraction=0.03)
     if own:
         ax.figure.tight_layout()

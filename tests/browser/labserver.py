@@ -40,9 +40,11 @@ def free_port() -> int:
 
 
 def prepare_tree(base: Path) -> dict[str, str]:
-    """Copy notebooks/ and exercises/ under ``base``, write the lab settings; return the server's env."""
+    """Copy notebooks/, exercises/ and tests/fixtures/nccl/ under ``base``, write the lab settings; return the server's env."""
     shutil.copytree(ROOT / "notebooks", base / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     shutil.copytree(ROOT / "exercises", base / "exercises")
+    # notebooks read stored real runs by a path relative to themselves (16_reading_nccl)
+    shutil.copytree(ROOT / "tests" / "fixtures" / "nccl", base / "tests" / "fixtures" / "nccl")
     for name, values in LAB_SETTINGS.items():
         path = base / "settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -176,3 +176,34 @@ def test_bus_bandwidth_covers_all_six_collectives(collective, factor):
     assert bus_bandwidth(collective, 8e9, 0.5, 8) == pytest.approx(16e9 * factor)
     with pytest.raises(ValueError, match="collective must be one of"):
         bus_bandwidth("allreduce", 8e9, 0.5, 8)
+
+
+# 7e9 bf16 parameters on 64 ranks: every ring all_gather or reduce_scatter sends 63/64 x 14e9 B per rank.
+_ONE = 63 * 14_000_000_000 // 64  # 13,781,250,000 B
+
+
+@pytest.mark.parametrize("strategy, api, reshard_after_backward, no_sync, collectives", [
+    # FSDP1 keeps SHARD_GRAD_OP's gathered parameters while no_sync() is active (_should_free_in_backward)
+    ("fsdp_shard_grad_op", "fsdp1", None, True, 1 + 1),
+    ("fsdp_shard_grad_op", "fsdp1", None, False, 4 + 4),  # syncing every micro-batch frees them every time
+    # FSDP2 reshards after every backward unless told not to
+    ("fsdp_shard_grad_op", "fsdp2", None, True, 4 + 1),
+    ("fsdp_shard_grad_op", "fsdp2", False, True, 1 + 1),
+    # FULL_SHARD frees after every forward in both: a forward and a backward gather per micro-batch
+    ("fsdp_full_shard", "fsdp1", None, True, 4 + 4 + 1),
+    ("fsdp_full_shard", "fsdp1", None, False, 4 + 4 + 4),
+    ("fsdp_full_shard", "fsdp2", None, True, 4 + 4 + 1),
+])
+def test_fsdp_gathers_per_step_under_gradient_accumulation(strategy, api, reshard_after_backward, no_sync, collectives):
+    g = grad_comm_bytes(strategy, 7e9, 64, grad_accum_steps=4, no_sync=no_sync, fsdp_api=api,
+                        reshard_after_backward=reshard_after_backward)
+    assert g.bytes_sent_per_rank == collectives * _ONE
+
+
+def test_fsdp_api_flags_are_checked():
+    with pytest.raises(ValueError, match="fsdp_api"):
+        grad_comm_bytes("fsdp_full_shard", 7e9, 64, fsdp_api="fsdp3")
+    with pytest.raises(ValueError, match="reshard_after_backward is FSDP2's flag"):
+        grad_comm_bytes("fsdp_full_shard", 7e9, 64, reshard_after_backward=False)
+    with pytest.raises(ValueError, match="reshard_after_backward is FSDP2's flag"):
+        grad_comm_bytes("ddp", 7e9, 64, fsdp_api="fsdp2", reshard_after_backward=False)

@@ -30,12 +30,14 @@ def test_unknown_dtype_lists_accepted_names():
 @pytest.mark.parametrize("text, expected", [
     ("64MiB", 64 * 2**20), ("1GB", 10**9), ("7e9", 7 * 10**9), ("1.5 GiB", 3 * 2**29), ("450GB", 450 * 10**9),
     ("4096", 4096), ("1,000", 1000), (7e9, 7 * 10**9), (12, 12), ("2k", 2000), ("70B", 70),
+    ("16Mb", 2 * 10**6), ("1_000", 1000),  # b is a bit, B a byte (the full grammar: test_parsing.py)
 ])
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "abc", "12 parsecs", "-5", "0", "0.5", "1.5e0B", True])
+@pytest.mark.parametrize("bad", ["", "abc", "12 parsecs", "-5", "0", "0.5", "1.5e0B", True, "2,5GB", "16mb", "1e31",
+                                 "1e88888888", "nan"])
 def test_parse_size_rejects(bad):
     with pytest.raises((ValueError, TypeError)):
         parse_size(bad)
@@ -68,6 +70,6 @@ def test_parse_count_reads_b_as_billion():
 
     assert parse_count("7B") == 7 * 10**9 and parse_count("70M") == 70 * 10**6
     assert parse_count("1.5T") == 15 * 10**11 and parse_count("7e9") == 7 * 10**9 and parse_count(12) == 12
-    for bad in ["7GiB", "-7B", "0", "7.5", "seven"]:
+    for bad in ["7GiB", "-7B", "0", "7.5", "seven", "3,5B", "7m", "1e500"]:
         with pytest.raises(ValueError):
             parse_count(bad)

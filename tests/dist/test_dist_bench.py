@@ -5,7 +5,7 @@ import csv
 import pytest
 
 from ringlab.cli import main
-from ringlab.dist.bench import BenchRow, bus_factor, message_sizes
+from ringlab.dist.bench import BenchRow, bus_factor, check_collective, message_sizes, run_bench
 
 pytest.importorskip("torch")
 
@@ -20,7 +20,9 @@ def test_bus_factor_matches_nccl_tests(collective, n, factor):
 
 def test_bad_collective_is_refused():
     with pytest.raises(ValueError, match="all_reduce, all_gather, reduce_scatter"):
-        bus_factor("broadcast", 4)
+        check_collective("broadcast")
+    with pytest.raises(ValueError, match="collective must be one of"):
+        run_bench("broadcast")  # refused before any process starts
 
 
 def test_sizes_double_from_min_to_max():
@@ -47,7 +49,8 @@ def test_cli_runs_in_real_processes_and_writes_csv(tmp_path, capsys, collective)
                "--iters", "2", "--warmup", "1", "--timeout", "60", "--csv", str(path)])
     assert rc == 0
     table = capsys.readouterr().out
-    assert f"# {collective}, world_size=2, backend=gloo" in table
+    assert f"# ringlab bench: {collective}, world_size=2, backend=gloo" in table
+    assert table.count(f"# Collective test starting: {collective}") == 2  # torch.distributed, then ringlab
     rows = list(csv.DictReader(path.open()))
     assert [int(r["size_bytes"]) for r in rows] == [8, 16, 32, 64, 128, 256, 512, 1024]
     for r in rows:

@@ -15,6 +15,7 @@ that ``tests/fuzz/conftest.py`` prints at the end of the run.
 from __future__ import annotations
 
 import io
+import os
 import signal
 import sys
 import time
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from ringlab import cli
 
 OUTCOMES = ("clear", "unclear", "accepted", "traceback", "hang")
-STATS = {"outcomes": Counter(), "kinds": set(), "calls": 0, "faults": Counter()}
+STATS = {"outcomes": Counter(), "kinds": set(), "calls": 0, "json_documents": 0}
 
 
 class Hang(BaseException):
@@ -46,8 +47,29 @@ class Outcome:
                 f"\n--- stdout ---\n{self.out[-1000:]}")
 
 
+MEMORY_HEADROOM = 4 * 2**30  # bytes of address space a call may add: a memory bomb fails alone, not the test run
+
+
+def _limit_memory():
+    """Cap this process's address space at its current size plus MEMORY_HEADROOM; return a restore function."""
+    try:
+        import resource
+
+        with open("/proc/self/statm") as f:
+            current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):
+        return lambda: None
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = current + MEMORY_HEADROOM
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def run_cli(argv: list[str], timeout: float = 10.0, stdin: str = "") -> Outcome:
-    """``ringlab.cli.main(argv)`` with stdout/stderr captured, stdin given, at most ``timeout`` seconds."""
+    """``ringlab.cli.main(argv)`` with stdout/stderr captured, stdin given, at most ``timeout`` seconds and
+    ``MEMORY_HEADROOM`` more bytes of address space (Linux)."""
     out, err = io.StringIO(), io.StringIO()
 
     def alarm(signum, frame):
@@ -58,6 +80,7 @@ def run_cli(argv: list[str], timeout: float = 10.0, stdin: str = "") -> Outcome:
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
     code, error, hung = None, None, False
     started = time.monotonic()
+    restore_memory = _limit_memory()
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         with redirect_stdout(out), redirect_stderr(err):
@@ -70,6 +93,7 @@ def run_cli(argv: list[str], timeout: float = 10.0, stdin: str = "") -> Outcome:
         error = exc
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        restore_memory()
         signal.signal(signal.SIGALRM, previous)
         sys.stdin = old_stdin
     STATS["calls"] += 1

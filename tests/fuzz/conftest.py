@@ -7,5 +7,7 @@ def pytest_terminal_summary(terminalreporter):
     if not STATS["calls"]:
         return
     counts = ", ".join(f"{name} {STATS['outcomes'][name]}" for name in OUTCOMES)
-    terminalreporter.write_line(f"ringlab fuzz: {STATS['calls']} CLI calls, {len(STATS['kinds'])} kinds of bad "
-                                f"input; {counts}")
+    judged = sum(STATS["outcomes"].values())
+    terminalreporter.write_line(f"ringlab fuzz: {STATS['calls']} CLI calls; {judged} with a bad value, "
+                                f"{len(STATS['kinds'])} kinds of bad input: {counts}; "
+                                f"{STATS['json_documents']} --json documents parsed strictly")

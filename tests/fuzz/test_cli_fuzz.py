@@ -11,6 +11,7 @@ exit status 1 or 2, one line on stderr naming the option, no traceback, within t
 from __future__ import annotations
 
 import json
+import os
 import string
 from pathlib import Path
 
@@ -25,7 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 NCCL_TABLE = FIXTURES / "nccl" / "a100_sxm4_8gpu_nccl_tests_2_19.txt"
 LLAMA = FIXTURES / "hf_configs" / "llama-2-70b.json"
-CALL_LIMIT = 10.0  # seconds per invocation: every bad value is refused long before this
+# Seconds per invocation: every bad value is refused long before this (RINGLAB_FUZZ_CALL_LIMIT overrides it).
+CALL_LIMIT = float(os.environ.get("RINGLAB_FUZZ_CALL_LIMIT", "10"))
 
 # --- catalogues of bad values, by kind of option ----------------------------------------------------------
 
@@ -164,7 +166,8 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str, list, str]]:
         "--timeout": (DURATION_BAD, "duration"), "--csv": (outs, "text"), "--collective": (CHOICE_BAD, "choice"),
         "--backend": (CHOICE_BAD, "choice"), "--dtype": (CHOICE_BAD, "choice")})
     add(["gpumon"], ["--out", gpumon_out, "--backend", "smi", "--count", "1", "--smi-timeout", "1"], {
-        "--interval": (DURATION_BAD, "duration"), "--out": (outs, "text"), "--count": (POSINT_BAD, "int"),
+        "--interval": (DURATION_BAD, "duration"),
+        "--out": (outs + [("full device", "/dev/full"), ("endless device", "/dev/zero")], "text"), "--count": (POSINT_BAD, "int"),
         "--duration": (DURATION_BAD, "duration"), "--backend": (CHOICE_BAD, "choice"),
         "--smi-timeout": (DURATION_BAD, "duration"), "--nvml-timeout": (DURATION_BAD, "duration")})
     add(["check"], ["ex01"], {"--file": (TEXT_BAD + files[:2] + files[-1:], "text"),
@@ -176,8 +179,20 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str, list, str]]:
     table.append(("explain FILE", ["explain"], "file", TEXT_BAD + files + [("dev zero", "/dev/zero")], "text"))
     add(["cost"], ["--world-size", "8", "--size", "1MiB"], {
         "--world-size": (POSINT_BAD, "int"), "--size": (SIZE_BAD, "size"), "--fabric": (NAME_BAD, "name"),
-        "--alpha": (REAL_NONNEG_BAD, "duration"), "--bandwidth": (BANDWIDTH_BAD, "bandwidth"),
+        "--alpha": ([v for v in DURATION_BAD if v[0] != "zero"], "duration"), "--bandwidth": (BANDWIDTH_BAD, "bandwidth"),
         "--gamma": (REAL_NONNEG_BAD, "float"), "--collective": (CHOICE_BAD, "choice")})
+    add(["cost"], ["--topology", "dgx-h100", "--size", "1MiB"], {
+        "--topology": (NAME_BAD, "name"), "--nodes": (POSINT_BAD, "int"), "--channels": (POSINT_BAD, "int"),
+        "--algorithm": (NAME_BAD, "name"), "--protocol": (CHOICE_BAD, "choice")})
+    add(["cost"], ["--topology", "custom", "--gpus-per-node", "8", "--gpu-gbs", "450", "--size", "1MiB"], {
+        "--gpus-per-node": (POSINT_BAD, "int"), "--gpu-gbs": (REAL_POS_BAD, "float"), "--intra": (CHOICE_BAD, "choice"),
+        "--nics": (INT0_BAD, "int"), "--nic-gbps": (REAL_NONNEG_BAD, "float")})
+    add(["verify"], ["--topology", "dgx-h100", "--numel", "8"], {
+        "--topology": (NAME_BAD, "name"), "--nodes": (WORLD_SIZES_BAD, "text")})
+    add(["calc", "comm"], ["--strategy", "ddp", "--params", "7e9", "--topology", "dgx-h100", "--world-size", "8"], {
+        "--topology": (NAME_BAD, "name"), "--nodes": (POSINT_BAD, "int")})
+    add(["calc", "decode"], ["--model", "llama-2-7b", "--hardware", "h100-sxm", "--context", "4096", "--batch", "1",
+                             "--topology", "dgx-h100"], {"--nodes": (POSINT_BAD, "int")})
     add(["calc", "kv"], ["--model", "llama-2-7b", "--tokens", "4096"], {
         "--model": (model_bad, "name"), "--tokens": (POSINT_BAD, "int"), "--batch": (POSINT_BAD, "int"),
         "--dtype": (NAME_BAD, "name"), "--tp": (POSINT_BAD, "int"), "--block-size": (POSINT_BAD, "int")})
@@ -204,7 +219,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str, list, str]]:
         "--microbatches": ([("a grid of 1e8 micro-batches", "100000000")], "int")})
     add(["serve-sim"], ["--seconds", "1", "--rate", "1"], {
         "--model": (model_bad, "name"), "--hardware": (CHOICE_BAD, "choice"), "--blocks": (POSINT_BAD, "int"),
-        "--block-size": (POSINT_BAD, "int"), "--rate": (REAL_POS_BAD, "float"), "--seconds": (REAL_POS_BAD, "float"),
+        "--block-size": (POSINT_BAD, "int"), "--rate": (REAL_POS_BAD, "float"), "--seconds": (DURATION_BAD, "duration"),
         "--prompt-len": (POSINT_BAD, "int"), "--output-len": (POSINT_BAD, "int"),
         "--length-dist": (CHOICE_BAD, "choice"), "--shared-prefix": (INT0_BAD, "int"), "--n": (POSINT_BAD, "int"),
         "--max-num-batched-tokens": (POSINT_BAD, "int"), "--max-num-seqs": (POSINT_BAD, "int"),
@@ -235,7 +250,9 @@ def invoke(argv: list[str], option: str, value: str) -> list[str]:
 def check_one(argv: list[str], option: str, label: str, value: str) -> str | None:
     """Run one bad value; return a description of what went wrong, or None when the error was clear."""
     outcome = run_cli(invoke(argv, option, value), timeout=CALL_LIMIT)
-    names = [option] if option.startswith("-") else [option, Path(value).name[:40] or option, "argument"]
+    names = [option] if option.startswith("-") else [option, "argument"]
+    if "/" in value and Path(value).name:  # a file: naming it (and the field at fault) is naming the input
+        names.append(Path(value).name[:40])
     verdict = next((v for v in (judge(outcome, n) for n in names) if v == "clear"), judge(outcome, option))
     record(label, verdict)
     if verdict == "clear":

@@ -76,7 +76,7 @@ def test_plot_writes_a_png(tmp_path, capsys):
 @pytest.mark.parametrize("argv,message", [
     (["explain", "/nonexistent/file.txt"], "No such file"),
     (["explain", str(FIXTURES / "MANIFEST.json")], "neither nccl-tests"),
-    (["explain", str(FIXTURES / "nccl_tests_293_a100pcie_2node_gdr_sys.txt"), "--nics", "0"], "nics must be positive"),
+    (["explain", str(FIXTURES / "nccl_tests_293_a100pcie_2node_gdr_sys.txt"), "--nics", "0"], "argument --nics: '0': integer must be >= 1"),
     (["explain", "-", "-"], "stdin"),
 ])
 def test_usage_errors_exit_two_with_one_line(argv, message, capsys):

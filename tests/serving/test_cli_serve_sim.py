@@ -43,6 +43,9 @@ def test_the_cli_runs_through_the_entry_point():
     (["--model", "gpt-9"], "--model"), (["--preemption", "drop"], "--preemption"), (["--dtype", "fp7"], "--dtype"),
     (["--watermark", "1.5"], "--watermark"), (["--block-size", "0"], "--block-size"),
     (["--rate", "fast"], "--rate"), (["--model", "llama-3.1-405b", "--hardware", "l4"], "--blocks"),
+    (["--hardware", "t4", "--blocks", "100"], "--dtype"),
+    (["--blocks", "1000000000000"], "--blocks"), (["--rate", "1e9"], "shorten the trace"),
+    (["--prompt-len", "1000000000"], "prompt_len"), (["--rate", "inf"], "rate"), (["--seconds", "nan"], "--seconds"),
 ])
 def test_errors_exit_2_with_one_line_naming_the_option(argv, option, capsys):
     with pytest.raises(SystemExit) as exc:

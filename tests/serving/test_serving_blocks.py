@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, precondition, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, multiple, precondition, rule
 
 from ringlab.serving import BlockManager, InvariantError, OutOfBlocksError, block_bytes, pool_blocks
 
@@ -165,6 +165,8 @@ def test_bad_arguments_are_named():
         BlockManager(0, 16)
     with pytest.raises(TypeError, match="block_size"):
         BlockManager(8, 1.5)
+    with pytest.raises(ValueError, match="check the units"):
+        BlockManager(2**40, 16)
     with pytest.raises(ValueError, match="watermark_blocks"):
         BlockManager(8, 16, watermark_blocks=8)
     bm = BlockManager(8, 4)
@@ -259,7 +261,7 @@ class BlockMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.bm is not None)
     def allocate(self, tokens):
         seq = self._new(tokens)
-        return seq if seq is not None else consumes_nothing()
+        return seq if seq is not None else multiple()  # nothing created: the bundle gets no value
 
     @rule(seq=live, token=st.integers(0, 2))
     def append(self, seq, token):
@@ -286,7 +288,7 @@ class BlockMachine(RuleBasedStateMachine):
     @rule(target=live, parent=live)
     def fork(self, parent):
         if parent not in self.model:
-            return consumes_nothing()
+            return multiple()  # nothing created: the bundle gets no value
         child, used = self.next_id, self.bm.num_used_blocks
         self.next_id += 1
         self.bm.fork(parent, child)
@@ -303,7 +305,7 @@ class BlockMachine(RuleBasedStateMachine):
     @rule(target=preempted, seq=consumes(live))
     def preempt(self, seq):
         if seq not in self.model:
-            return consumes_nothing()
+            return multiple()  # nothing created: the bundle gets no value
         self.bm.free(seq)
         self.parked[seq] = self.model.pop(seq)
         return seq
@@ -312,7 +314,7 @@ class BlockMachine(RuleBasedStateMachine):
     def resume(self, seq):
         tokens = self.parked.pop(seq)
         new = self._new(tokens)  # recompute: a new sequence holding the same tokens
-        return new if new is not None else consumes_nothing()
+        return new if new is not None else multiple()  # nothing created: the bundle gets no value
 
     @invariant()
     def books_balance(self):
@@ -331,13 +333,6 @@ class BlockMachine(RuleBasedStateMachine):
         assert self.bm.num_used_blocks == len(content)
         if not self.model:
             assert self.bm.num_free_blocks == self.bm.num_blocks
-
-
-def consumes_nothing():
-    """A rule with a target that did not create anything returns this: hypothesis adds no value."""
-    from hypothesis.stateful import multiple
-
-    return multiple()
 
 
 TestBlockMachine = BlockMachine.TestCase

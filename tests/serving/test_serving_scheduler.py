@@ -42,6 +42,14 @@ def test_fixed_policy_finishes_the_livelock_trace(mode):
     assert trace.requests[0]["output_tokens"] == trace.requests[1]["output_tokens"] == 200
 
 
+def test_the_summary_and_the_log_say_what_happened():
+    naive = simulate(livelock_requests(), num_blocks=64, config=SchedulerConfig.naive())
+    assert "LIVELOCK: step 2 repeats the state of step 1" in naive.summary()
+    assert "0 finished, 2 unfinished" in naive.summary()
+    line = str([e for e in naive.events if e.kind == "preempt"][0])
+    assert "step 1" in line and "request 1" in line and "recompute, 32 blocks" in line
+
+
 def test_a_watermark_alone_also_breaks_this_cycle():
     """Growth may dip into the watermark, so with one block held back some decode gets its block every step."""
     trace = simulate(livelock_requests(), num_blocks=64, config=SchedulerConfig.naive(watermark=0.02))  # 1 block
@@ -93,6 +101,17 @@ def test_a_shared_system_prompt_reuses_exactly_its_full_blocks():
     trace = sched.run(requests)
     assert trace.count("finished") == 100 and sched.blocks.evictions == 0
     assert trace.prefix_cache_hits == 99 * 62 == 6_138  # the 63rd block mixes system and own tokens
+
+
+@settings(max_examples=15)
+@given(st.integers(0, 200), st.integers(1, 40), st.integers(0, 10_000))
+def test_a_poisson_trace_with_a_system_prompt_hits_exactly_its_full_blocks(shared, count, seed):
+    requests = poisson_requests(count, rate=100, prompt_len=300, output_len=20, shared_prefix_len=shared, seed=seed)
+    sched = Scheduler("llama-2-7b", "h100-sxm", 5_000, 16)  # no eviction, no preemption
+    trace = sched.run(requests)
+    assert trace.count("finished") == count and sum(trace.preemptions.values()) == 0
+    # every later request finds the system prompt's full blocks, and nothing else (its own tokens are random)
+    assert trace.prefix_cache_hits == (count - 1) * (shared // 16)
 
 
 def test_parallel_sampling_copies_one_block_per_writer_into_a_shared_partial_block():
@@ -180,6 +199,18 @@ def test_max_num_seqs_caps_the_batch():
     assert trace.steps["decode_tokens"].max() == 5 and trace.count("finished") == 40
 
 
+def test_step_numbers_index_the_step_arrays_across_idle_gaps():
+    requests = [Request(0, 0.0, tuple(range(20)), 3), Request(1, 5.0, tuple(range(20)), 3)]  # idle from ~12 ms to 5 s
+    trace = simulate(requests, num_blocks=50)
+    admit = [e for e in trace.events if e.kind == "admit" and e.request_id == 1][0]
+    assert admit.step == 3 and trace.steps["start_s"][admit.step] == 5.0 and trace.num_steps == 6
+
+
+def test_max_steps_stops_the_run_and_says_so():
+    trace = simulate([Request(0, 0.0, (1, 2, 3), 50)], num_blocks=10, config=SchedulerConfig(max_steps=7))
+    assert trace.num_steps == 7 and trace.events[-1].kind == "step limit" and trace.count("unfinished") == 1
+
+
 def test_the_same_seed_gives_the_same_trace():
     a = simulate(poisson_requests(80, rate=50, seed=7, n=2), num_blocks=300).metrics()
     b = simulate(poisson_requests(80, rate=50, seed=7, n=2), num_blocks=300).metrics()
@@ -205,6 +236,7 @@ def test_poisson_arrivals_have_the_asked_rate_and_shared_prefix():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(rate=0, num_requests=5), "rate"), (dict(rate=1), "num_requests, seconds"),
     (dict(num_requests=5, length_dist="zipf"), "distribution"), (dict(num_requests=5, shared_fraction=2), "shared"),
+    (dict(rate=1e6, seconds=1e6), "shorten the trace"), (dict(num_requests=2, prompt_len=10**9), "prompt_len"),
 ])
 def test_generator_arguments_are_checked(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -94,3 +94,17 @@ def test_p2_seven_b_ddp_and_fsdp_at_64_h100s_on_the_cluster():
     assert ddp == pytest.approx(2 * 63 / 64 * m / 400e9) and fsdp == pytest.approx(1.5 * ddp)
     assert 0.065 < ddp < 0.07 and 0.10 < fsdp < 0.105  # 69 ms and 103 ms, not 0.55 s and 0.83 s
     assert np.isclose(ring.busbw, ring.line_rate_busbw, rtol=0.01)
+
+
+@pytest.mark.parametrize("preset, nodes", [("dgx-h100", 2), ("dgx-h100", 8), ("dgx-b200", 2), ("gb200-nvl72", 2),
+                                           ("hgx-h200", 1), ("dgx-b200", 1)])
+def test_ex16_closed_form_agrees_with_the_routed_model(preset, nodes):
+    from pathlib import Path
+
+    from ringlab.check import load
+
+    solution = load("ex16", Path(__file__).resolve().parents[2] / "solutions" / "ex16_nvlink_fabric.py")
+    c = get_cluster(preset, nodes)
+    link, busbw = solution(nodes, c.gpus_per_node, c.gpu_bandwidth / 1e9, c.nics_per_node, c.nic_gbps)
+    routed = cost_of(build_on_cluster("all_reduce", "ring_channels", c), c, c.world_size * c.gpus_per_node * 1000)
+    assert busbw * 1e9 == pytest.approx(routed.line_rate_busbw) and link == routed.bottleneck_class

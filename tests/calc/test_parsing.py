@@ -1,0 +1,180 @@
+"""The number grammar of every CLI option and the same rules for Python arguments (ringlab.calc.parsing)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ringlab import cli_args
+from ringlab.calc.parsing import (
+    SIZE_MAX, check_bool, check_int, check_real, echo_quantity, parse_bandwidth, parse_count, parse_duration,
+    parse_int, parse_real, parse_size,
+)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("64MiB", 64 * 2**20), ("1GB", 10**9), ("1 GB", 10**9), ("1.5 GiB", 3 * 2**29), ("7e9", 7 * 10**9),
+    ("1,000,000", 10**6), ("1_000_000", 10**6), ("2k", 2000), ("2K", 2000), ("64M", 64 * 10**6),
+    ("70B", 70), ("16Mb", 2 * 10**6), ("8b", 1), ("1Gbit", 125 * 10**6), ("1KiB", 1024), ("1Kib", 128),
+    (".5kB", 500), ("+4", 4), ("1e+3", 1000), (12, 12), (7e9, 7 * 10**9), (np.int64(5), 5),
+])
+def test_sizes(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("2,5GB", "only group thousands"), ("1,00", "only group thousands"), ("1_0", "only group thousands"),
+    ("1,000_000", "only group thousands"), ("16mb", "did you mean MB or Mb"), ("1gib", "did you mean GiB"),
+    ("1e31", "<= 1,152,921,504,606,846,976"), ("-5", ">= 1"), ("0", ">= 1"), ("0.5", ">= 1"),
+    ("1.5e0B", "whole number"), ("9b", "whole number"), ("nan", "finite"), ("inf", "finite"), ("-Infinity", "finite"),
+    ("1e88888888", "exponent out of range"), ("", "empty"), ("   ", "empty"), ("abc", "not a number"),
+    ("\uff11\uff12", "not a number"), ("\u0663", "not a number"), ("1.2.3", "not a number"),
+    ("12 parsecs", "unknown unit"), ("9" * 101, "at most 100"),
+])
+def test_bad_sizes_name_the_argument_and_the_rule(text, fragment):
+    with pytest.raises(ValueError, match="message_size") as caught:
+        parse_size(text, "message_size")
+    assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize("value", [True, None, [1], "1".encode()])
+def test_non_numbers_are_type_errors(value):
+    with pytest.raises(TypeError, match="size"):
+        parse_size(value)
+
+
+def test_float_inputs_must_be_finite_and_whole():
+    for bad in (float("nan"), float("inf"), 2.5):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+
+
+def test_a_huge_exponent_is_refused_before_any_exact_arithmetic():
+    def alarm(*_):
+        raise TimeoutError("the parser built the number")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(5)
+    try:
+        for text in ("1e88888888", "1e-88888888", "1e+9999", "9.9e401GB"):
+            for parse in (parse_size, parse_count, parse_bandwidth, parse_duration, parse_real, parse_int):
+                with pytest.raises(ValueError, match="exponent|characters"):
+                    parse(text)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@given(st.integers(1, SIZE_MAX // 2**10), st.sampled_from([",", "_", ""]))
+def test_grouped_integers_read_back_exactly(n, sep):
+    text = f"{n:,}".replace(",", sep)
+    assert parse_size(text) == n and parse_count(text) == n and parse_int(text) == n
+    assert parse_size(text + " KiB") == n * 1024
+
+
+@given(st.integers(0, 999), st.integers(1, 99).map(lambda d: str(d).zfill(2)[-2:] if d < 10 else str(d)))
+def test_a_decimal_comma_is_always_refused(whole, frac):
+    for parse in (parse_size, parse_count, parse_real, parse_int):
+        with pytest.raises(ValueError, match="only group thousands"):
+            parse(f"{whole},{frac}")
+
+
+@given(st.decimals(min_value=0, max_value=10**6, places=3, allow_nan=False, allow_infinity=False),
+       st.sampled_from([("kB", 10**3), ("MB", 10**6), ("GB", 10**9), ("KiB", 2**10), ("MiB", 2**20),
+                        ("Mb", Fraction(10**6, 8)), ("Gb", Fraction(10**9, 8))]))
+def test_sizes_are_exact(number, unit):
+    suffix, scale = unit
+    exact = Fraction(number) * scale
+    if exact.denominator != 1 or not 1 <= exact <= SIZE_MAX:
+        with pytest.raises(ValueError):
+            parse_size(f"{number}{suffix}")
+    else:
+        assert parse_size(f"{number}{suffix}") == exact
+
+
+def test_counts():
+    assert parse_count("7B") == parse_count("7b") == parse_count("7G") == 7 * 10**9
+    assert parse_count("3.5B") == 35 * 10**8 and parse_count("70M") == 7 * 10**7 and parse_count("1.5T") == 15 * 10**11
+    for bad, fragment in (("3,5B", "thousands"), ("7GiB", "unknown unit"), ("7m", "did you mean M"),
+                          ("7.5", "whole"), ("0", ">= 1"), ("1e19", "<= 1,000,000,000,000,000,000")):
+        with pytest.raises(ValueError, match=fragment):
+            parse_count(bad, "n_params")
+
+
+def test_bandwidth_bits_and_bytes_are_told_apart_and_shown_back():
+    assert parse_bandwidth("400 Gb/s") == 50e9 == parse_bandwidth("400Gbps") == parse_bandwidth("50 GB/s")
+    assert parse_bandwidth("200Gb") == 25e9 and parse_bandwidth("200GB") == 200e9 and parse_bandwidth("2e11") == 2e11
+    assert echo_quantity("400 Gb/s", parse_bandwidth("400 Gb/s")) == "400 Gb/s = 50 GB/s"
+    assert echo_quantity("16Mb", parse_size("16Mb"), kind="size") == "16Mb = 2,000,000 B"
+    for bad, fragment in (("200gb", "did you mean GB or Gb"), ("0", "> 0"), ("inf", "finite"), ("1e16", r"<= 1e\+15"),
+                          ("5GB/min", "unknown unit")):
+        with pytest.raises(ValueError, match=fragment):
+            parse_bandwidth(bad, "--bandwidth")
+
+
+def test_durations():
+    assert parse_duration("250ms") == 0.25 and parse_duration("2min") == 120 and parse_duration("1h") == 3600
+    assert parse_duration("1.5", unit="us") == pytest.approx(1.5e-6) and parse_duration("3\u00b5s") == pytest.approx(3e-6)
+    assert parse_duration("0", min_open=False) == 0.0
+    for bad, fragment in (("0", "> 0"), ("-1", "> 0"), ("1e11", "<= 31,622,400"), ("5 parsecs", "unknown unit"),
+                          ("nan", "finite")):
+        with pytest.raises(ValueError, match=fragment):
+            parse_duration(bad, "--interval", max=366 * 86400)
+
+
+def test_plain_numbers():
+    assert parse_real("1e-6") == 1e-6 and parse_real("-2.5", min=-3) == -2.5 and parse_int("1,024") == 1024
+    assert parse_int("1e3") == 1000
+    with pytest.raises(ValueError, match="whole"):
+        parse_int("2.5", "--world-size")
+    with pytest.raises(ValueError, match="no unit"):
+        parse_real("5 kg", "--gamma")
+    with pytest.raises(ValueError, match=">= 0"):
+        parse_real("-1", "--gamma", min=0)
+
+
+def test_python_argument_checks():
+    assert check_int(4.0, "world_size") == 4 and check_int(np.int32(4), "world_size", min=1) == 4
+    for bad in (2.5, True, "4", None, float("nan")):
+        with pytest.raises(TypeError, match="world_size must be an integer"):
+            check_int(bad, "world_size")
+    with pytest.raises(ValueError, match="world_size.*>= 1"):
+        check_int(0, "world_size", min=1)
+    assert check_real(np.float32(0.5), "gamma") == 0.5
+    for bad, exc in ((float("nan"), ValueError), (math.inf, ValueError), ("0.5", TypeError), (False, TypeError)):
+        with pytest.raises(exc, match="gamma"):
+            check_real(bad, "gamma")
+    assert check_bool(np.bool_(False), "no_sync") is False
+    for bad in ("no", 0, 1, None, "False"):
+        with pytest.raises(TypeError, match="no_sync must be True or False"):
+            check_bool(bad, "no_sync")
+
+
+def test_argparse_types_and_one_line_errors(capsys, tmp_path):
+    p = cli_args.ArgumentParser(prog="demo")
+    p.add_argument("--size", type=cli_args.size())
+    p.add_argument("--name", type=cli_args.text())
+    p.add_argument("--out", type=cli_args.output_file)
+    assert p.parse_args(["--size", "1,000 KiB", "--name", "x", "--out", str(tmp_path / "o.csv")]).size == 1024000
+    for argv, fragment in ((["--size", "2,5GB"], "argument --size: '2,5GB'"), (["--name", ""], "argument --name: is empty"),
+                           (["--out", "/no/such/dir/o.csv"], "does not exist"),
+                           (["--out", str(tmp_path / ("n" * 300))], "at most 255")):
+        with pytest.raises(SystemExit) as stop:
+            p.parse_args(argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and fragment in err and err.startswith("demo: error: ")
+
+
+def test_json_text_never_writes_nan():
+    assert cli_args.json_text({"a": [float("nan"), 1.0, {"b": float("-inf")}]}, indent=None) == \
+        '{"a": [null, 1.0, {"b": null}]}'
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli_args.figure_file("plot.csv")
