@@ -34,10 +34,10 @@ import re
 from dataclasses import dataclass, field
 
 from .lines import Line
+from .table import LIB_VERSION as _VERSION  # one pattern for "NCCL version 2.x.y" in logs and tables
 
 _PREFIX = re.compile(r"^(?:(?P<host>[^\s:\[\]]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+)?(?:\[(?P<dev>[0-9]+)\]\s+)?"
                      r"(?:(?P<file>[\w./-]+:[0-9]+)\s+)?NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$")
-_VERSION = re.compile(r"^(?P<lib>NCCL|RCCL) version (?P<version>\d+\.\d+\.\d+\S*)")
 _COMM = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+) "
                    r"localRanks (?P<local>\d+) localRank (?P<localrank>\d+)")
 _COMM_OLD = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)")
