@@ -13,14 +13,15 @@ import sys
 
 # name -> (module implementing it, one-line summary)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "check": ("ringlab.commands.check", "grade your exercise files (ringlab check ex01, ringlab check --all)"),
-    "practice": ("ringlab.commands.practice", "interview practice cards: question, then the worked answer"),
+    "check": ("ringlab.commands.check", "grade your exercise files (ringlab check 01a, ringlab check kv_cache, ringlab check --all)"),
+    "practice": ("ringlab.commands.practice", "interview practice: a card, or timed sessions and mock interviews with numbers to compute"),
     "bench": ("ringlab.commands.bench", "bandwidth table, nccl-tests style: torch.distributed vs ringlab's ring"),
     "calc": ("ringlab.commands.calc", "capacity calculators: KV cache, gradient traffic, ... (ringlab calc --help)"),
     "cost": ("ringlab.commands.cost", "bytes per rank, steps and alpha-beta time of each collective algorithm"),
     "explain": ("ringlab.commands.explain", "read nccl-tests output / NCCL logs: what ran, what it should reach, findings"),
     "gpumon": ("ringlab.commands.gpumon", "append per-GPU utilization and memory to a CSV log (nvidia-smi or NVML)"),
     "serve-sim": ("ringlab.commands.serve_sim", "simulate serving a request trace: paged KV blocks, continuous batching"),
+    "topic": ("ringlab.commands.topic", "every file of a topic from its number: notebook, exercises, card, tests"),
     "verify": ("ringlab.commands.verify", "run a collective in the simulator and check results and bytes"),
 }
 

@@ -5,3 +5,28 @@ from hypothesis import HealthCheck, settings
 # CI machines are small and shared; deadlines would make property tests flaky, not stricter.
 settings.register_profile("ringlab", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ringlab"))
+
+
+def pytest_configure(config):
+    """One marker per topic, named by its slug: ``pytest -m kv_cache`` runs topic 05's tests."""
+    from ringlab.course import TOPICS
+
+    for topic in TOPICS:
+        config.addinivalue_line("markers", f"{topic.marker}: tests of topic {topic.id} ({topic.title})")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with the topics whose registry entry lists its file or a folder above it."""
+    from pathlib import Path
+
+    import pytest
+
+    from ringlab.course import TOPICS
+
+    root = Path(__file__).resolve().parents[1]
+    owners = [(root / path, pytest.mark.__getattr__(topic.marker)) for topic in TOPICS for path in topic.tests]
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        for owned, mark in owners:
+            if path == owned or owned in path.parents:
+                item.add_marker(mark)

@@ -1,6 +1,6 @@
 """Known-wrong answers written as small edits of a solution.
 
-A mistake that changes a line or two of a long answer (the ex15 kernel) is kept here as the
+A mistake that changes a line or two of a long answer (the 12a kernel) is kept here as the
 edit itself, applied to the current solution, rather than as another full copy of the answer.
 Mistakes that reshape an answer stay whole files in ``tests/mutants/``.
 
@@ -14,103 +14,103 @@ from pathlib import Path
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
 
-_KERNEL = "ex15_layernorm_kernel.py"
+_KERNEL = "12_triton_layernorm.py"
 _RSTD = "rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)"
 _CENTRED = "centred = tl.where(mask, x - mean, 0.0)"
-_BLOCKS = "ex17_paged_blocks.py"
-_STEP = "ex18_scheduler_step.py"
-_NCCL = "ex19_reading_nccl.py"
+_BLOCKS = "14_paged_kv_blocks.py"
+_STEP = "15_continuous_batching.py"
+_NCCL = "16_reading_nccl.py"
 
-_RING = "ex01_ring_allreduce.py"
+_RING = "01_ring_allreduce.py"
 
-_KV = "ex08_kv_cache.py"
+_KV = "05_kv_cache.py"
 
-_SMI = "ex12_smi_row_parser.py"
+_SMI = "09_gpu_monitor.py"
 
-_ACC = "ex14_grad_accumulation.py"
+_ACC = "11_grad_accumulation.py"
 
 EDITS = {
-    "ex19_first_via_line": (_NCCL, [('wanted = [v for v in via if v.startswith("NET/")] if nodes > 1 else '
+    "16a_first_via_line": (_NCCL, [('wanted = [v for v in via if v.startswith("NET/")] if nodes > 1 else '
                                      '[v for v in via if not v.startswith("NET/")]', "wanted = via", 1)],
                             ["transport should be 'IB'", "between nodes"],
                             "names the first 'via' line of a multi-node log: intra-node P2P, not the fabric"),
-    "ex19_out_of_place_wrong_only": (_NCCL, [("for i in (8, 12)", "for i in (8,)", 1)],
+    "16a_out_of_place_wrong_only": (_NCCL, [("for i in (8, 12)", "for i in (8,)", 1)],
                                      ["healthy should be False", "#wrong > 0"],
                                      "reads #wrong of the out-of-place half only; the in-place half fails too"),
-    "ex19_any_gdrdma": (_NCCL, [('all("/GDRDMA" in v for v in wanted)', 'any("/GDRDMA" in v for v in wanted)', 1)],
+    "16a_any_gdrdma": (_NCCL, [('all("/GDRDMA" in v for v in wanted)', 'any("/GDRDMA" in v for v in wanted)', 1)],
                         ["healthy should be False", "GDRDMA"],
                         "one channel with GPUDirect RDMA is taken for all: the others stage through host memory"),
-    "ex19_shm_is_fine": (_NCCL, [('healthy = healthy and transport != "SHM"', "healthy = bool(healthy)", 1)],
+    "16a_shm_is_fine": (_NCCL, [('healthy = healthy and transport != "SHM"', "healthy = bool(healthy)", 1)],
                          ["healthy should be False", "SHM"], "SHM inside one node: peer-to-peer is off, not healthy"),
-    "ex14_divides_by_world_size_too": (_ACC, [("/ k).backward()", "/ (k * __import__(\"torch\").distributed.get_world_size())).backward()", 2)],
+    "11a_divides_by_world_size_too": (_ACC, [("/ k).backward()", "/ (k * __import__(\"torch\").distributed.get_world_size())).backward()", 2)],
                                        ["1/2 of the full-batch gradient", "already averages over ranks"],
                                        "scales the loss by 1/(K N): DDP's own 1/N average is applied twice"),
-    "ex12_accepts_a_sign": (_SMI, [(r'NUMBER = re.compile(r"(\d+', r'NUMBER = re.compile(r"(-?\d+', 1)],
+    "09a_accepts_a_sign": (_SMI, [(r'NUMBER = re.compile(r"(\d+', r'NUMBER = re.compile(r"(-?\d+', 1)],
                             ["should be None", "-5"], "reads '-5' as a utilization of -5 %"),
-    "ex12_partial_match": (_SMI, [("NUMBER.fullmatch(text)", "NUMBER.search(text)", 1)],
+    "09a_partial_match": (_SMI, [("NUMBER.fullmatch(text)", "NUMBER.search(text)", 1)],
                            ["should be None", "1.2.3"], "re.search finds 1.2 inside '1.2.3' and 12 inside 'abc 12'"),
-    "ex11_v_everywhere": ("ex11_pipeline_bubble.py", [('v = virtual_stages if schedule == "interleaved-1f1b" else 1',
+    "08a_v_everywhere": ("08_pipeline_bubbles.py", [('v = virtual_stages if schedule == "interleaved-1f1b" else 1',
                                                       "v = virtual_stages", 1)],
                           ["has no model chunks", "does not apply"], "divides GPipe's and 1F1B's bubble by v too"),
-    "ex08_ignores_use_sliding_window": (_KV, [('config.get("sliding_window") if config.get("use_sliding_window", True) '
+    "05a_ignores_use_sliding_window": (_KV, [('config.get("sliding_window") if config.get("use_sliding_window", True) '
                                                'else None', 'config.get("sliding_window")', 1)],
                                         ["use_sliding_window = false", "Qwen/Qwen2-72B"],
                                         "caps Qwen2's cache at a window its config switches off"),
-    "ex08_head_dim_from_kv_heads": (_KV, [('config["hidden_size"] // config["num_attention_heads"]',
+    "05a_head_dim_from_kv_heads": (_KV, [('config["hidden_size"] // config["num_attention_heads"]',
                                            'config["hidden_size"] // config["num_key_value_heads"]', 1)],
                                     ["dividing by num_key_value_heads", "head_dim is hidden_size // num_attention_heads"],
                                     "head_dim from the KV heads: the same 8x as counting query heads, another cause"),
-    "ex01_promotes_to_float64": (_RING, [("np.array(a, copy=True)", "np.array(a, dtype=np.float64, copy=True)", 1)],
+    "01a_promotes_to_float64": (_RING, [("np.array(a, copy=True)", "np.array(a, dtype=np.float64, copy=True)", 1)],
                                  ["returned float64", "keep the input's dtype"],
                                  "works in float64 and returns it: right sums for int64, the wrong dtype for the rest"),
-    "ex01_each_rank_sums_itself": (_RING, [("outputs = [np.concatenate(chunks) if chunks else np.zeros(0) for chunks in work]",
+    "01a_each_rank_sums_itself": (_RING, [("outputs = [np.concatenate(chunks) if chunks else np.zeros(0) for chunks in work]",
                                             "outputs = [sum(arrays[(r + k) % n] for k in range(n)) for r in range(n)]", 1)],
                                    ["bit-identical", "last bits"],
                                    "each rank adds the inputs in its own order: float results drift apart by an ulp"),
-    "ex01_valid_other_rotation": (_RING, [("(r + 1 - s) % n", "(r + 2 - s) % n", 2), ("(r - s) % n", "(r + 1 - s) % n", 2)],
+    "01a_valid_other_rotation": (_RING, [("(r + 1 - s) % n", "(r + 2 - s) % n", 2), ("(r - s) % n", "(r + 1 - s) % n", 2)],
                                   ["your rotation differs from the documented one"],
                                   "a correct ring shifted by one chunk: right sums, right totals, other steps"),
-    "ex15_forgets_eps": (_KERNEL, [(_RSTD, "rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols)", 1)],
+    "12a_forgets_eps": (_KERNEL, [(_RSTD, "rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols)", 1)],
                          ["rstd is", "eps is missing"],
                          "rstd = 1 / sqrt(var): too large by about 1 + eps / (2 var), infinite on a constant row"),
-    "ex15_unbiased_variance": (_KERNEL, [(_RSTD, "rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / (n_cols - 1) + eps)", 1)],
+    "12a_unbiased_variance": (_KERNEL, [(_RSTD, "rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / (n_cols - 1) + eps)", 1)],
                                ["rstd is", "unbiased variance", "n_cols=7"],
                                "divides by D - 1; layer_norm uses the biased variance (and D = 1 gives 0/0)"),
-    "ex15_padding_in_variance": (_KERNEL, [(_CENTRED, "centred = x - mean", 1)],
+    "12a_padding_in_variance": (_KERNEL, [(_CENTRED, "centred = x - mean", 1)],
                                  ["rstd is", "padded lanes", "n_cols=7"],
                                  "each padded lane adds (0 - mean)**2 to the sum of squares"),
-    "ex15_unmasked_store": (_KERNEL, [("tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=mask)",
+    "12a_unmasked_store": (_KERNEL, [("tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=mask)",
                                        "tl.store(y_row + cols, y.to(Y.dtype.element_ty))", 1)],
                             ["wrote column 7", "past the row", "mask it"],
                             "right values, but the padded lanes are stored too: into the next row on a GPU"),
-    "ex15_fp16_accumulation": (_KERNEL, [
+    "12a_fp16_accumulation": (_KERNEL, [
         ("acc = tl.full([BLOCK_D], 0.0, tl.float32)", "acc = tl.full([BLOCK_D], 0.0, X.dtype.element_ty)", 2),
         ("acc += tl.load(x_row + cols, mask=cols < n_cols, other=0.0).to(tl.float32)",
          "acc += tl.load(x_row + cols, mask=cols < n_cols, other=0.0)", 1),
         (_CENTRED, "centred = tl.where(mask, x - mean, 0.0).to(X.dtype.element_ty)", 1),
     ], ["dtype=float16", "mean is", "fp16 rounding"],
         "sums and squares in the input dtype: fp16 running sums keep 11 significant bits"),
-    "ex17_leaks_on_free": (_BLOCKS, [("                self.free_list.append(block)\n", "", 1)],
+    "14a_leaks_on_free": (_BLOCKS, [("                self.free_list.append(block)\n", "", 1)],
                            ["free(", "leak"], "a freed block never goes back to the free list"),
-    "ex17_no_copy_on_write": (_BLOCKS, [("if len(tokens) % bs == 0 or self.ref[table[-1]] > 1:",
+    "14a_no_copy_on_write": (_BLOCKS, [("if len(tokens) % bs == 0 or self.ref[table[-1]] > 1:",
                                          "if len(tokens) % bs == 0:", 1)],
                               ["copy-on-write", "corrupts"], "a fork's first write lands in the block its sibling reads"),
-    "ex17_hashes_partial_block": (_BLOCKS, [("for i in range(len(token_ids) // bs):",
+    "14a_hashes_partial_block": (_BLOCKS, [("for i in range(len(token_ids) // bs):",
                                              "for i in range(-(-len(token_ids) // bs)):", 1),
                                             ("partial = len(token_ids) % bs != 0", "partial = False", 1)],
                                   ["partial block"], "the last, partial block gets a key and is shared by hash"),
-    "ex17_unchained_key": (_BLOCKS, [("parent = (parent, tuple(token_ids[i * bs:(i + 1) * bs]))",
+    "14a_unchained_key": (_BLOCKS, [("parent = (parent, tuple(token_ids[i * bs:(i + 1) * bs]))",
                                       "parent = (None, tuple(token_ids[i * bs:(i + 1) * bs]))", 1)],
                            ["different prefixes", "chain"], "a block's key is its tokens only, not its prefix"),
-    "ex17_frees_shared_blocks": (_BLOCKS, [("            self.ref[block] -= 1\n            if self.ref[block] == 0:\n"
+    "14a_frees_shared_blocks": (_BLOCKS, [("            self.ref[block] -= 1\n            if self.ref[block] == 0:\n"
                                             "                key = self.key_of.pop(block, None)",
                                             "            self.ref[block] = 0\n            if self.ref[block] == 0:\n"
                                             "                key = self.key_of.pop(block, None)", 1)],
                                  ["still holds"], "free ignores reference counts: a fork's blocks are freed under it"),
-    "ex18_no_decode_room": (_STEP, [('if request["blocks"] + 1 > free - watermark_blocks:',
+    "15a_no_decode_room": (_STEP, [('if request["blocks"] + 1 > free - watermark_blocks:',
                                      'if request["blocks"] > free - watermark_blocks:', 1)],
                             ["without reserving decode room"], "admits a prompt that leaves no block to decode into"),
-    "ex18_admits_first": (_STEP, [
+    "15a_admits_first": (_STEP, [
         ("    alive = list(running)\n    free, decode, preempt = free_blocks, [], []\n",
          "    free, admit = free_blocks, []\n    for request in waiting:\n"
          "        if request[\"blocks\"] + 1 > free - watermark_blocks:\n            break\n"
@@ -121,7 +121,7 @@ EDITS = {
          "            break\n        admit.append(request[\"id\"])\n        free -= request[\"blocks\"]\n", "", 1),
     ], ["admitted request", "grow before anyone is admitted"],
         "admits before the running grow (P14's livelock order), decode room reserved for the newcomer only"),
-    "ex18_preempts_oldest": (_STEP, [("victim = alive.pop()", "victim = alive.pop(0)", 1)],
+    "15a_preempts_oldest": (_STEP, [("victim = alive.pop()", "victim = alive.pop(0)", 1)],
                              ["the oldest", "livelock"], "the oldest request is evicted whenever anyone needs a block"),
 }
 

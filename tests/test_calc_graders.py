@@ -1,4 +1,4 @@
-"""ex07/ex08 graders: their own formulas agree with ringlab.calc, give the P2/P5 numbers, and accept
+"""04a/05a graders: their own formulas agree with ringlab.calc, give the P2/P5 numbers, and accept
 any correct answer (floats included) while rejecting malformed ones."""
 
 import pytest
@@ -6,10 +6,9 @@ from hypothesis import given, settings
 
 from ringlab.calc import ModelConfig, grad_comm_bytes, kv_cache_bytes
 from ringlab.check import grade
-from ringlab.check.calc_graders import (
-    BWD_AG, BWD_AR, BWD_RS, FWD_AG, KV_CONFIGS, LLAMA_2_70B, expected_breakdown, expected_kv_bytes, fsdp_cases,
-    fsdp_strategy, kv_cases, kv_strategy,
-)
+from ringlab.check.graders.ddp_vs_fsdp_traffic import (BWD_AG, BWD_AR, BWD_RS, FWD_AG, expected_breakdown, fsdp_cases,
+                                                       fsdp_strategy)
+from ringlab.check.graders.kv_cache import KV_CONFIGS, LLAMA_2_70B, expected_kv_bytes, kv_cases, kv_strategy
 
 DTYPE = {1: "fp8", 2: "bf16", 4: "fp32"}
 
@@ -81,14 +80,14 @@ def test_float_arithmetic_passes_ex07():
         return {"ddp": {BWD_AR: 2 * one}, "fsdp_shard_grad_op": {FWD_AG: one, BWD_RS: one},
                 "fsdp_full_shard": {FWD_AG: one, BWD_AG: one, BWD_RS: one}}[strategy]
 
-    assert grade("ex07", floats).status == "passed"
+    assert grade("04a", floats).status == "passed"
 
 
 def test_float_arithmetic_passes_ex08():
     def floats(config, tokens, batch_size, bytes_per_element):
         return float(expected_kv_bytes(config, tokens, batch_size, bytes_per_element))
 
-    assert grade("ex08", floats).status == "passed"
+    assert grade("05a", floats).status == "passed"
 
 
 @pytest.mark.parametrize("answer, words", [
@@ -98,7 +97,7 @@ def test_float_arithmetic_passes_ex08():
     (lambda *a: {BWD_AR: True}, "should be a number"),
 ])
 def test_malformed_ex07_answers(answer, words):
-    result = grade("ex07", answer)
+    result = grade("04a", answer)
     assert result.status == "wrong" and words in result.message, str(result)
 
 
@@ -109,6 +108,6 @@ def test_ex08_null_window_trap():
         per_token = 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * bytes_per_element
         return per_token * held * batch_size
 
-    result = grade("ex08", crashes_on_none)
+    result = grade("05a", crashes_on_none)
     assert result.status == "wrong" and "TypeError" in result.message
     assert result.inputs["config"]["sliding_window"] is None

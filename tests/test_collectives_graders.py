@@ -1,10 +1,10 @@
-"""ex04 / ex05 graders: correct variants pass, and the grader's closed forms agree with counted bytes."""
+"""02a / 02b graders: correct variants pass, and the grader's closed forms agree with counted bytes."""
 
 import numpy as np
 import pytest
 
 from ringlab.check import grade
-from ringlab.check.collectives_graders import COLLECTIVES, expected_traffic
+from ringlab.check.graders.collectives_and_costs import COLLECTIVES, expected_traffic
 from ringlab.collectives import Schedule, Transfer, replay
 from ringlab.collectives.cost import bus_factor
 from ringlab.sim.collectives import run_collective
@@ -24,7 +24,7 @@ def _held_so_far_descending(world_size):
 
 
 def test_descending_distances_pass_when_sending_what_is_held():
-    assert grade("ex04", _held_so_far_descending).status == "passed"
+    assert grade("02a", _held_so_far_descending).status == "passed"
 
 
 def test_bruck_style_shift_is_not_pairwise():
@@ -39,7 +39,7 @@ def test_bruck_style_shift_is_not_pairwise():
             d *= 2
         return steps
 
-    result = grade("ex04", bruck)
+    result = grade("02a", bruck)
     assert result.status == "wrong" and "single partner" in result.message
 
 
@@ -51,7 +51,7 @@ def test_bruck_style_shift_is_not_pairwise():
     (lambda n: [[(r, r ^ 1, r) for r in range(n)]] * 5 if n > 1 else [], "log2"),
 ])
 def test_malformed_schedules_are_explained(bad, words):
-    result = grade("ex04", bad)
+    result = grade("02a", bad)
     assert result.status == "wrong" and words in result.message, result.message
 
 
@@ -67,7 +67,7 @@ def test_resending_a_chunk_shows_a_traffic_table():
             d *= 2
         return steps
 
-    result = grade("ex04", twice)
+    result = grade("02a", twice)
     assert result.status == "wrong" and "expected (N - 1) / N" in result.message
     assert result.traffic and not all(row.ok for row in result.traffic)
 

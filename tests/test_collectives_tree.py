@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ringlab.collectives import ALGORITHMS, double_binary_tree_all_reduce, double_binary_tree_parents, get_schedule
+from ringlab.collectives import ALGORITHMS, double_binary_tree_all_reduce_schedule, double_binary_tree_parents, get_schedule
 from ringlab.collectives.tree import double_binary_tree_steps
 from ringlab.sim.collectives import run_collective
 
@@ -35,7 +35,7 @@ def test_no_rank_is_an_inner_node_of_both_trees(n):
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 13, 24])
 def test_pipelining_changes_steps_not_bytes_or_result(n, k):
     x = np.random.default_rng(n).integers(-9, 9, size=(n, 101))
-    sched = double_binary_tree_all_reduce(n, pipeline_chunks=k)
+    sched = double_binary_tree_all_reduce_schedule(n, pipeline_chunks=k)
     assert sched.num_steps == double_binary_tree_steps(n, k)
     from ringlab.sim import run_schedule
 
@@ -55,7 +55,7 @@ def test_double_binary_tree_busiest_rank_sends_twice_the_message():
 
 def test_pipeline_chunks_must_be_positive():
     with pytest.raises(ValueError, match="pipeline_chunks"):
-        double_binary_tree_all_reduce(4, pipeline_chunks=0)
+        double_binary_tree_all_reduce_schedule(4, pipeline_chunks=0)
 
 
 def test_binomial_broadcast_follows_mpich_order():

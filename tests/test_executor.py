@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ringlab.collectives import ring_all_reduce
+from ringlab.collectives import ring_all_reduce_schedule
 from ringlab.collectives.registry import ALGORITHMS, get_schedule
 from ringlab.sim.plan import RingPlan, compile_schedule
 
@@ -22,7 +22,7 @@ def _stored_slots(plan, n):
 @pytest.mark.parametrize("n", [2, 3, 8, 64])
 @pytest.mark.parametrize("extra", [0, 1])
 def test_ring_all_reduce_writes_every_output_chunk_exactly_once(n, extra):
-    plan = compile_schedule(ring_all_reduce(n), 10 * n + extra)  # extra: two size classes
+    plan = compile_schedule(ring_all_reduce_schedule(n), 10 * n + extra)  # extra: two size classes
     slots = _stored_slots(plan, n)
     assert len(slots) == len(set(slots)) == n * n  # no partial sum ever reaches the output array
     rs, ag = plan.phases
@@ -34,7 +34,7 @@ def test_ring_all_reduce_writes_every_output_chunk_exactly_once(n, extra):
 @pytest.mark.parametrize("n", [2, 5, 16, 1000])
 def test_ring_steps_are_a_few_strided_runs(n):
     """A ring step is at most two runs per size class (the diagonal wraps once): O(1) numpy calls per step."""
-    plan = compile_schedule(ring_all_reduce(n), 7 * n + 2)
+    plan = compile_schedule(ring_all_reduce_schedule(n), 7 * n + 2)
     assert all(len(step) <= 4 for ring in plan.phases for step in ring.steps)
 
 

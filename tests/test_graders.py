@@ -6,14 +6,14 @@ from pathlib import Path
 import pytest
 
 from ringlab.check import EXERCISES, grade, hint, load
-from ringlab.check.make_exercises import generate, main as make_main, make_stub
+from ringlab.course.make_exercises import generate, main as make_main, make_stub
 
 from mutant_edits import EDITS, SOLUTIONS, mutated_source  # tests/ is on sys.path (rootdir-relative import mode)
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "tests" / "mutants"
 
-MUTANT_FILES = sorted(MUTANTS.glob("ex*.py"))
+MUTANT_FILES = sorted(MUTANTS.glob("[0-9][0-9][a-z]_*.py"))
 
 
 def _expected_words(path):
@@ -26,7 +26,7 @@ def _expected_words(path):
 
 @pytest.mark.parametrize("path", MUTANT_FILES, ids=lambda p: p.stem)
 def test_mutant_is_rejected_with_a_useful_message(path):
-    exercise_id = path.stem[:4]
+    exercise_id = path.stem.split("_", 1)[0]
     result = grade(exercise_id, load(exercise_id, path))
     assert result.status == "wrong", str(result)
     for word in _expected_words(path):
@@ -39,7 +39,7 @@ def test_mutant_is_rejected_with_a_useful_message(path):
 def test_edited_solution_is_rejected_with_a_useful_message(name, tmp_path):
     path = tmp_path / f"{name}.py"
     path.write_text(mutated_source(name))  # a real file: Triton reads a kernel's source from it
-    exercise_id = name[:4]
+    exercise_id = name.split("_", 1)[0]
     result = grade(exercise_id, load(exercise_id, path))
     assert result.status == "wrong", str(result)
     for word in EDITS[name][2]:
@@ -48,24 +48,24 @@ def test_edited_solution_is_rejected_with_a_useful_message(name, tmp_path):
 
 
 def test_an_edit_that_no_longer_fits_the_solution_is_refused(monkeypatch):
-    monkeypatch.setitem(EDITS, "ex15_stale", ("ex15_layernorm_kernel.py", [("no such line", "x", 1)], [], ""))
+    monkeypatch.setitem(EDITS, "12a_stale", ("12_triton_layernorm.py", [("no such line", "x", 1)], [], ""))
     with pytest.raises(ValueError, match="expected 1 x 'no such line'"):
-        mutated_source("ex15_stale")
+        mutated_source("12a_stale")
 
 
 def test_every_exercise_has_mutants():
-    covered = {p.stem[:4] for p in MUTANT_FILES} | {name[:4] for name in EDITS}
+    covered = {p.stem.split("_", 1)[0] for p in MUTANT_FILES} | {name.split("_", 1)[0] for name in EDITS}
     assert set(EXERCISES) <= covered, f"exercises without known-wrong answers: {set(EXERCISES) - covered}"
 
 
-@pytest.mark.parametrize("exercise_id, name", [("ex01", "ex01_unreduced_chunk"), ("ex03", "ex03_widely_copied")])
+@pytest.mark.parametrize("exercise_id, name", [("01a", "01a_unreduced_chunk"), ("01c", "01c_widely_copied")])
 def test_unreduced_chunk_passes_at_two_ranks_and_fails_at_three(exercise_id, name):
     result = grade(exercise_id, load(exercise_id, MUTANTS / f"{name}.py"))
     assert result.inputs["world_size"] == 3  # the first world size where forwarding originals goes wrong
 
 
 def test_whole_buffer_bytes_comes_with_a_traffic_table():
-    result = grade("ex01", load("ex01", MUTANTS / "ex01_whole_buffer_bytes.py"))
+    result = grade("01a", load("01a", MUTANTS / "01a_whole_buffer_bytes.py"))
     assert result.traffic and not all(row.ok for row in result.traffic)
     assert "<-" in str(result)
 
@@ -89,37 +89,37 @@ def test_untouched_stub_is_not_attempted(exercise_id, monkeypatch):
 
 def test_committed_exercises_match_the_generator():
     for path, text in generate(ROOT / "solutions", ROOT / "exercises").items():
-        assert path.read_text() == text, f"{path} is stale: run python -m ringlab.check.make_exercises"
+        assert path.read_text() == text, f"{path} is stale: run python -m ringlab.course.make_exercises"
     assert make_main(["--root", str(ROOT), "--check"]) == 0
 
 
 def test_make_stub_keeps_indentation_and_signature():
     src = "def f(x):\n    '''doc'''\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"
-    assert make_stub(src, "ex09") == (
-        "def f(x):\n    '''doc'''\n    raise NotImplementedError(\"ex09: replace this line with your code\")\n")
+    assert make_stub(src, "06a") == (
+        "def f(x):\n    '''doc'''\n    raise NotImplementedError(\"06a: replace this line with your code\")\n")
 
 
 @pytest.mark.parametrize("bad", ["### BEGIN SOLUTION\n", "### END SOLUTION\n",
                                  "### BEGIN SOLUTION\n### BEGIN SOLUTION\n"])
 def test_make_stub_refuses_unbalanced_markers(bad):
     with pytest.raises(ValueError):
-        make_stub(bad, "ex01")
+        make_stub(bad, "01a")
 
 
 def test_grade_never_raises():
     assert grade("ex99").status == "wrong"
-    assert grade("ex01", lambda arrays: 1 / 0).status == "wrong"
-    assert "ZeroDivisionError" in grade("ex01", lambda arrays: 1 / 0).message
-    assert grade("ex01", lambda arrays: (arrays, "nonsense")).status == "wrong"
-    assert grade("ex02", lambda *a: "zero").status == "wrong"
-    assert grade("ex03", lambda rank, n, data, exchange: None).status == "wrong"
+    assert grade("01a", lambda arrays: 1 / 0).status == "wrong"
+    assert "ZeroDivisionError" in grade("01a", lambda arrays: 1 / 0).message
+    assert grade("01a", lambda arrays: (arrays, "nonsense")).status == "wrong"
+    assert grade("01b", lambda *a: "zero").status == "wrong"
+    assert grade("01c", lambda rank, n, data, exchange: None).status == "wrong"
 
 
 def test_broken_learner_file_is_reported(tmp_path, monkeypatch):
-    (tmp_path / "ex01_ring_allreduce.py").write_text("def ring_allreduce(arrays:\n")
+    (tmp_path / "01_ring_allreduce.py").write_text("def ring_allreduce(arrays:\n")
     monkeypatch.setenv("RINGLAB_EXERCISES", str(tmp_path))
     monkeypatch.delenv("RINGLAB_USE_SOLUTIONS", raising=False)
-    result = grade("ex01")
+    result = grade("01a")
     assert result.status == "wrong" and "SyntaxError" in result.message
 
 
@@ -128,31 +128,31 @@ def test_hints_are_graded_and_bounded():
         assert 2 <= len(ex.hints) <= 3
         assert hint(exercise_id, 1).startswith(f"{exercise_id} hint 1/")
     with pytest.raises(ValueError):
-        hint("ex01", 4)
+        hint("01a", 4)
 
 
 def test_loading_a_non_python_file_is_a_clear_error():
     with pytest.raises(ValueError, match="not a Python file"):
-        load("ex01", ROOT / "README.md")
+        load("01a", ROOT / "README.md")
 
 
 def test_numbers_follow_one_rule_across_graders(tmp_path):
-    """37 and 37.0 are the same answer everywhere: ex12 takes ints for float metrics, ex08 floats for byte counts."""
+    """37 and 37.0 are the same answer everywhere: 09a takes ints for float metrics, 05a floats for byte counts."""
     from ringlab.check.loader import load
 
-    src = (SOLUTIONS / "ex12_smi_row_parser.py").read_text()
+    src = (SOLUTIONS / "09_gpu_monitor.py").read_text()
     ints = src.replace("row[key] = float(match.group(1)) if match else None",
                        "row[key] = (int(float(match.group(1))) if float(match.group(1)).is_integer() "
                        "else float(match.group(1))) if match else None")
     assert ints != src
-    path = tmp_path / "ex12_ints.py"
+    path = tmp_path / "09_gpu_monitor.py"
     path.write_text(ints)
-    assert grade("ex12", load("ex12", path)).status == "passed"
-    kv = (SOLUTIONS / "ex08_kv_cache.py").read_text().replace("return per_token * held * batch_size",
+    assert grade("09a", load("09a", path)).status == "passed"
+    kv = (SOLUTIONS / "05_kv_cache.py").read_text().replace("return per_token * held * batch_size",
                                                                "return float(per_token * held * batch_size)")
-    path = tmp_path / "ex08_float.py"
+    path = tmp_path / "05_kv_cache.py"
     path.write_text(kv)
-    assert grade("ex08", load("ex08", path)).status == "passed"
+    assert grade("05a", load("05a", path)).status == "passed"
 
 
 def test_reveal_collapses_worked_answers_and_revealed_captures_prints(capsys, monkeypatch):

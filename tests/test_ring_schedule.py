@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ringlab.collectives import (
@@ -11,11 +11,12 @@ from ringlab.collectives import (
     chunk_bounds,
     chunk_sizes,
     replay,
-    ring_all_gather,
+    ring_all_gather_schedule,
     ring_all_gather_bytes,
-    ring_all_reduce,
+    ring_all_reduce_schedule,
     ring_all_reduce_bytes,
-    ring_reduce_scatter,
+    ring_reduce_scatter_schedule,
+    ring_busiest_bytes,
     ring_reduce_scatter_bytes,
 )
 
@@ -41,7 +42,7 @@ def test_chunk_sizes_refuses_bad_arguments(bad):
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
 def test_all_reduce_rotation_is_the_documented_one(n):
-    sched = ring_all_reduce(n)
+    sched = ring_all_reduce_schedule(n)
     assert sched.num_steps == 2 * (n - 1)
     for s, step in enumerate(sched.steps):
         assert len(step) == n  # every link busy every step
@@ -55,16 +56,16 @@ def test_all_reduce_rotation_is_the_documented_one(n):
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
 def test_all_reduce_replay_folds_every_rank_exactly_once(n):
-    *_, final = replay(ring_all_reduce(n))
+    *_, final = replay(ring_all_reduce_schedule(n))
     assert (final == 1).all()
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
 def test_reduce_scatter_and_all_gather_placement(n):
-    *_, rs = replay(ring_reduce_scatter(n))
+    *_, rs = replay(ring_reduce_scatter_schedule(n))
     for r in range(n):
         assert (rs[r, r] == 1).all()  # rank r owns the reduced chunk r, as in torch.distributed
-    *_, ag = replay(ring_all_gather(n))
+    *_, ag = replay(ring_all_gather_schedule(n))
     for r in range(n):
         for c in range(n):
             assert ag[r, c].tolist() == [int(k == c) for k in range(n)]  # chunk c came from rank c
@@ -72,7 +73,7 @@ def test_reduce_scatter_and_all_gather_placement(n):
 
 def test_after_reduce_scatter_phase_rank_r_holds_chunk_r_plus_1():
     n = 6
-    states = list(replay(ring_all_reduce(n)))
+    states = list(replay(ring_all_reduce_schedule(n)))
     mid = states[n - 1]
     for r in range(n):
         assert (mid[r, (r + 1) % n] == 1).all()
@@ -107,21 +108,37 @@ def test_all_reduce_bytes_reach_the_bound_when_n_divides_numel(n, per_rank, item
 @pytest.mark.parametrize("n", [1, 3, 8])
 def test_schedule_bytes_agree_with_closed_form(n):
     for numel in [0, 1, n + 1, 1000]:
-        assert ring_all_reduce(n).bytes_sent(numel, 4).tolist() == ring_all_reduce_bytes(n, numel, 4).tolist()
+        assert ring_all_reduce_schedule(n).bytes_sent(numel, 4).tolist() == ring_all_reduce_bytes(n, numel, 4).tolist()
 
 
 @pytest.mark.parametrize("bad", [0, -3])
 def test_world_size_must_be_positive(bad):
     with pytest.raises(ValueError, match="world_size"):
-        ring_all_reduce(bad)
+        ring_all_reduce_schedule(bad)
 
 
 @pytest.mark.parametrize("bad", [2.0, "4", True])
 def test_world_size_must_be_an_int(bad):
     with pytest.raises(TypeError, match="world_size"):
-        ring_all_reduce(bad)
+        ring_all_reduce_schedule(bad)
 
 
 def test_schedule_rejects_out_of_range_transfers():
     with pytest.raises(ValueError, match="invalid transfer"):
         Schedule("all_reduce", "bad", 2, 2, ((Transfer(0, 2, 0, True),),), ((0, 1),) * 2, ((0, 1),) * 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(collective=st.sampled_from(["all_reduce", "reduce_scatter", "all_gather"]), n=st.integers(1, 200),
+       numel=st.integers(0, 5000), itemsize=st.sampled_from([1, 2, 4, 8]))
+def test_ring_busiest_bytes_is_the_max_of_the_per_rank_closed_form(collective, n, numel, itemsize):
+    per_rank = {"all_reduce": ring_all_reduce_bytes, "reduce_scatter": ring_reduce_scatter_bytes,
+                "all_gather": ring_all_gather_bytes}[collective](n, numel, itemsize)
+    assert ring_busiest_bytes(collective, n, numel, itemsize) == int(per_rank.max())
+
+
+def test_ring_busiest_bytes_refuses_other_collectives_and_negative_sizes():
+    with pytest.raises(ValueError, match="collective must be one of all_reduce"):
+        ring_busiest_bytes("broadcast", 4, 10, 1)
+    with pytest.raises(ValueError, match="numel"):
+        ring_busiest_bytes("all_gather", 4, -1, 1)

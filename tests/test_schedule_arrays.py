@@ -15,7 +15,7 @@ from ringlab.collectives import (
     Step,
     Transfer,
     chunk_sizes,
-    ring_all_reduce,
+    ring_all_reduce_schedule,
     ring_all_reduce_bytes,
 )
 
@@ -31,7 +31,7 @@ def test_a_step_reads_back_as_transfers_one_per_chunk():
 
 def test_ring_steps_are_made_on_demand_from_the_rule():
     n = 131_072
-    sched = ring_all_reduce(n)  # 34 billion transfers, stored as two rules
+    sched = ring_all_reduce_schedule(n)  # 34 billion transfers, stored as two rules
     assert sched.num_steps == 2 * (n - 1) and len(sched.steps) == 2 * (n - 1)
     step = sched.steps[5]  # reduce-scatter step 5: rank r sends chunk (r - 5) % N
     assert isinstance(step, Step) and len(step) == n
@@ -109,7 +109,7 @@ def test_step_bytes_agree_with_the_per_step_table(key):
 
 def test_per_step_tables_are_refused_past_their_cap_but_step_bytes_work():
     n = 4096
-    sched = ring_all_reduce(n)
+    sched = ring_all_reduce_schedule(n)
     assert sched.num_steps * n > MAX_TABLE_CELLS
     with pytest.raises(ValueError, match="step_bytes"):
         sched.bytes_per_step(n, 4)

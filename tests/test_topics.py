@@ -1,60 +1,9 @@
-"""The course map behind notebooks/00_start_here.ipynb (ringlab.check.topics)."""
-
-from pathlib import Path
-
-import nbformat
-import pytest
+"""The course map behind notebooks/00_start_here.ipynb and the progress of ``ringlab check --all``."""
 
 from ringlab.check import EXERCISES
 from ringlab.check.result import GradeResult
-from ringlab.check.topics import TEACHES, CourseMap, Progress, discover, read_topic
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _notebook(path, cells):
-    nb = nbformat.v4.new_notebook()
-    for kind, src, *tags in cells:
-        cell = nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
-        if tags:
-            cell.metadata["tags"] = tags
-        nb.cells.append(cell)
-    nbformat.write(nb, path)
-    return path
-
-
-def test_title_is_the_first_heading_and_exercises_come_from_grader_cells(tmp_path):
-    path = _notebook(tmp_path / "03_demo.ipynb", [
-        ("md", "Some intro without a heading"),
-        ("md", "text\n## 03 · A demo\n# later heading"),
-        ("code", 'grade("ex99")'),  # not tagged: not an exercise of this notebook
-        ("code", 'from ringlab.check import grade\ngrade("ex06")', "grader"),
-        ("code", "grade('ex07')\ngrade('ex06')", "grader"),
-    ])
-    topic = read_topic(path)
-    assert (topic.number, topic.title, topic.exercises) == ("03", "03 · A demo", ("ex06", "ex07"))
-    assert topic.teaches == TEACHES["03"]
-
-
-def test_a_notebook_without_heading_is_titled_by_its_file_name(tmp_path):
-    assert read_topic(_notebook(tmp_path / "99_x.ipynb", [("code", "1")])).title == "99_x"
-
-
-def test_bad_file_names_are_refused(tmp_path):
-    with pytest.raises(ValueError, match="NN_topic.ipynb"):
-        read_topic(tmp_path / "start.ipynb")
-
-
-def test_discover_skips_the_start_page_and_other_files(tmp_path):
-    for name in ["02_b.ipynb", "00_start_here.ipynb", "01_a.ipynb", "scratch.ipynb", "1_short.ipynb"]:
-        _notebook(tmp_path / name, [("md", f"# {name}")])
-    assert [t.path.name for t in discover(tmp_path)] == ["01_a.ipynb", "02_b.ipynb"]
-
-
-def test_every_project_notebook_has_a_line_saying_what_it_teaches():
-    topics = discover(ROOT / "notebooks")
-    assert topics
-    assert [t.path.name for t in topics if not t.teaches] == []
+from ringlab.check.topics import CourseMap, Progress, start_here
+from ringlab.course import RECOMMENDED_ORDER, TOPICS, get_topic
 
 
 def _progress(statuses):
@@ -65,15 +14,27 @@ def _progress(statuses):
 def test_progress_rows_and_count_match_the_grades():
     progress, exs = _progress(["passed", "wrong", "not attempted"])
     lines = str(progress).splitlines()
-    assert lines[1].split()[:3] == [exs[0].id, exs[0].problem, "passed"]
+    assert lines[1].split()[:3] == [exs[0].id, exs[0].topic.slug, "passed"]
     assert lines[2].split()[2] == "wrong"
     assert lines[-1] == "1/3 passed"
-    assert progress.status(exs[1].id) == "wrong" and progress.status("ex00") == "unknown"
+    assert progress.status(exs[1].id) == "wrong" and progress.status("00z") == "unknown"
 
 
-def test_course_map_links_each_notebook_and_escapes_titles(tmp_path):
-    _notebook(tmp_path / "01_a.ipynb", [("md", "# A <b>&</b> B"), ("code", 'grade("ex01")', "grader")])
+def test_course_map_links_each_notebook_in_the_recommended_order_and_escapes_titles():
+    topic = get_topic("05")
     progress, _ = _progress(["passed"])
-    page = CourseMap(discover(tmp_path), progress)
-    assert "<a href='01_a.ipynb'>A &lt;b&gt;&amp;&lt;/b&gt; B</a>" in page._repr_html_()
-    assert "ex01 passed" in page._repr_html_() and "1/1 exercises passed" in str(page)
+    page = CourseMap([get_topic("01"), topic], progress)
+    html = page._repr_html_()
+    assert f"<a href='{topic.stem}.ipynb'>" in html and "01a passed" in html
+    assert "after 01, 02" in str(CourseMap([get_topic("04")], progress))
+    assert "needs torch, triton" in str(CourseMap([get_topic("12")], progress))
+    assert "1/1 exercises passed" in str(page)
+    escaped = CourseMap([type(topic)(**{**topic.__dict__, "title": "A <b>&</b> B"})], progress)._repr_html_()
+    assert "A &lt;b&gt;&amp;&lt;/b&gt; B" in escaped
+
+
+def test_start_page_lists_every_topic_once(monkeypatch):
+    monkeypatch.setattr("ringlab.check.topics.progress", lambda: _progress(["passed"])[0])
+    page = start_here()
+    assert [t.id for t in page.topics] == list(RECOMMENDED_ORDER)
+    assert sorted(t.id for t in page.topics) == sorted(t.id for t in TOPICS)

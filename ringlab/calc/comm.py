@@ -3,6 +3,7 @@
 API
 ---
 ``STRATEGIES``               accepted strategy names (``zero3`` is an alias of ``fsdp_full_shard``)
+``canonical_strategy(name)``  the STRATEGIES name of a spelling or alias (``"FSDP"`` -> ``"fsdp_full_shard"``)
 ``grad_comm_bytes(strategy, n_params, world_size, dtype="bf16", gpus_per_node=None,
                   grad_accum_steps=1, reshard_after_forward=None, no_sync=True,
                   optimizer_bytes_per_param=12)``  -> ``GradComm``
@@ -12,6 +13,10 @@ seconds on a ``ringlab.topology`` cluster (rings per group, on NVLink and the ra
 ``ring_bytes_per_rank(collective, numel, world_size, itemsize)``  busiest rank's bytes for one ring collective
 ``bus_bandwidth(collective, message_bytes, seconds, world_size)``  nccl-tests' busbw for all six
                                   collectives: ``ringlab.collectives.cost.busbw``, re-exported (one definition)
+
+Each strategy is one row of a table (``_STRATEGY_TABLE``): its collectives per step, whom it shards
+over, and its flags; :func:`grad_comm_bytes` works out the counts and sums the rows, with no branch
+per strategy. Ring bytes and steps come from :mod:`ringlab.collectives` (one home per formula).
 
 Conventions
 -----------
@@ -67,11 +72,52 @@ from dataclasses import dataclass
 from ringlab.calc.parsing import check_bool
 from ringlab.calc.units import canonical_dtype, dtype_bytes, format_bytes, positive_int
 from ringlab.collectives.cost import busbw as bus_bandwidth  # noqa: F401  (re-exported: calc's name for it)
+from ringlab.collectives.registry import get_algorithm
+from ringlab.collectives.ring import ring_busiest_bytes
 
 STRATEGIES = ("ddp", "zero1", "zero2", "fsdp_shard_grad_op", "fsdp_full_shard", "zero3", "hybrid_shard")
 _ALIASES = {"zero3": "fsdp_full_shard", "full_shard": "fsdp_full_shard", "shard_grad_op": "fsdp_shard_grad_op",
             "fsdp": "fsdp_full_shard"}
-_COLLECTIVE_FACTOR = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}  # x (N-1)/N x M per rank
+
+
+@dataclass(frozen=True)
+class _Strategy:
+    """One data-parallel strategy as data (module docstring, "Per optimizer step").
+
+    ``calls``: the collectives of one optimizer step in the order they run, each
+    ``(collective, phase, how_many, group)``. ``how_many`` names a count :func:`grad_comm_bytes`
+    works out: ``once``; ``micro_batches`` (K); ``grad_syncs`` (1 with no_sync, else K);
+    ``forward_gathers`` / ``backward_gathers`` (FSDP's parameter all_gathers, module docstring).
+    ``group``: ``world`` (N ranks, full message), ``intra-node`` (the G ranks of a node, full
+    message), ``inter-node`` (the N/G replicas, a message of one ``ceil(n_params / G)`` shard).
+    ``shards_over``: who splits the sharded states: ``nobody`` (DDP), ``world`` or ``node``.
+    ``fsdp``: FSDP semantics (no_sync keeps unsharded gradients; ``reshard_after_backward``).
+    ``grads_sharded``: gradients are kept as shards. ``reshards_params``: parameters are resharded
+    after forward by default, so ``reshard_after_forward`` applies (FULL_SHARD, HYBRID_SHARD).
+    """
+
+    calls: tuple[tuple[str, str, str, str], ...]
+    shards_over: str
+    fsdp: bool = False
+    grads_sharded: bool = False
+    reshards_params: bool = False
+
+
+_FSDP_CALLS = (("all_gather", "forward", "forward_gathers", "world"),
+               ("all_gather", "backward", "backward_gathers", "world"),
+               ("reduce_scatter", "backward", "grad_syncs", "world"))
+_STRATEGY_TABLE = {
+    "ddp": _Strategy((("all_reduce", "backward", "grad_syncs", "world"),), "nobody"),
+    "zero1": _Strategy((("reduce_scatter", "backward", "once", "world"), ("all_gather", "step", "once", "world")),
+                       "world"),
+    "zero2": _Strategy((("reduce_scatter", "backward", "micro_batches", "world"),
+                        ("all_gather", "step", "once", "world")), "world", grads_sharded=True),
+    "fsdp_shard_grad_op": _Strategy(_FSDP_CALLS, "world", fsdp=True, grads_sharded=True),
+    "fsdp_full_shard": _Strategy(_FSDP_CALLS, "world", fsdp=True, grads_sharded=True, reshards_params=True),
+    "hybrid_shard": _Strategy(tuple((c, phase, count, "intra-node") for c, phase, count, _ in _FSDP_CALLS)
+                              + (("all_reduce", "backward", "grad_syncs", "inter-node"),),
+                              "node", fsdp=True, grads_sharded=True, reshards_params=True),
+}
 
 
 def ring_bytes_per_rank(collective: str, numel: int, world_size: int, itemsize: int) -> int:
@@ -80,17 +126,9 @@ def ring_bytes_per_rank(collective: str, numel: int, world_size: int, itemsize: 
     ``(N-1) x numel x itemsize / N`` for reduce_scatter / all_gather and twice that for all_reduce
     when N divides numel; otherwise the ``numpy.array_split`` chunking described in the module
     docstring. 0 when ``world_size == 1``. Raises ValueError for an unknown collective.
+    Calc's argument order for :func:`ringlab.collectives.ring.ring_busiest_bytes`, where the formula lives.
     """
-    if collective not in _COLLECTIVE_FACTOR:
-        raise ValueError(f"collective must be one of {', '.join(_COLLECTIVE_FACTOR)}, got {collective!r}")
-    n = world_size
-    if n == 1:
-        return 0
-    q, rem = divmod(numel, n)  # chunk sizes: q+1 (rem of them), then q
-    if collective != "all_reduce":
-        return itemsize * (numel - q)
-    smallest_adjacent_pair = 2 * q if n - rem >= 2 else 2 * q + 1
-    return itemsize * (2 * numel - smallest_adjacent_pair)
+    return ring_busiest_bytes(collective, world_size, numel, itemsize)
 
 
 @dataclass(frozen=True)
@@ -109,8 +147,8 @@ class CollectiveCall:
 
     @property
     def ring_steps(self) -> int:
-        """Sequential ring steps over all calls: (N-1) per RS/AG, 2(N-1) per all_reduce."""
-        return self.count * _COLLECTIVE_FACTOR[self.collective] * (self.group_size - 1)
+        """Sequential ring steps over all calls: (N-1) per RS/AG, 2(N-1) per all_reduce (the collectives' registry)."""
+        return self.count * get_algorithm(self.collective, "ring").num_steps(self.group_size)
 
 
 @dataclass(frozen=True)
@@ -219,7 +257,10 @@ class GradComm:
     __str__ = summary
 
 
-def _canonical_strategy(strategy: str) -> str:
+def canonical_strategy(strategy: str) -> str:
+    """The :data:`STRATEGIES` name of ``strategy``: case and ``-``/``_`` folded, aliases resolved
+    (``zero3``, ``full_shard``, ``fsdp`` -> ``fsdp_full_shard``; ``shard_grad_op`` -> ``fsdp_shard_grad_op``).
+    Raises TypeError for a non-string, ValueError (with close matches) for an unknown name."""
     if not isinstance(strategy, str):
         raise TypeError(f"strategy must be a string, got {type(strategy).__name__}")
     key = strategy.strip().lower().replace("-", "_")
@@ -229,6 +270,9 @@ def _canonical_strategy(strategy: str) -> str:
         hint = f" Close matches: {', '.join(close)}." if close else ""
         raise ValueError(f"unknown strategy {strategy!r}.{hint} Accepted: {', '.join(STRATEGIES)}")
     return key
+
+
+_canonical_strategy = canonical_strategy  # its name while private; ringlab.calc.training still imports it
 
 
 def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = "bf16",
@@ -254,7 +298,7 @@ def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = 
     Raises ValueError for unknown strategy or dtype, non-positive sizes, a bad gpus_per_node,
     or a reshard_after_forward the strategy does not have.
     """
-    strat = _canonical_strategy(strategy)
+    strat = canonical_strategy(strategy)
     n_params = positive_int(n_params, "n_params")
     n = positive_int(world_size, "world_size")
     k = positive_int(grad_accum_steps, "grad_accum_steps")
@@ -268,79 +312,58 @@ def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = 
     if itemsize != int(itemsize):
         raise ValueError(f"dtype {dtype!r} is sub-byte; gradients are communicated in fp32, fp16, bf16 or fp8")
     itemsize = int(itemsize)
-    sharded_params = strat in ("fsdp_full_shard", "hybrid_shard")
-    if reshard_after_forward is not None and not sharded_params:
+    spec = _STRATEGY_TABLE[strat]
+    if reshard_after_forward is not None and not spec.reshards_params:
         raise ValueError(f"reshard_after_forward applies to fsdp_full_shard and hybrid_shard, not {strat}")
     reshard = True if reshard_after_forward is None else bool(reshard_after_forward)
     if fsdp_api not in ("fsdp1", "fsdp2"):
         raise ValueError(f"fsdp_api must be 'fsdp1' or 'fsdp2', got {fsdp_api!r}")
     if reshard_after_backward is not None:
         reshard_after_backward = check_bool(reshard_after_backward, "reshard_after_backward")
-        if fsdp_api != "fsdp2" or not strat.startswith(("fsdp", "hybrid")):
+        if fsdp_api != "fsdp2" or not spec.fsdp:
             raise ValueError("reshard_after_backward is FSDP2's flag: it needs fsdp_api='fsdp2' and an fsdp_* or "
                              f"hybrid_shard strategy (got fsdp_api={fsdp_api!r}, strategy {strat})")
-    gathers_after_forward = strat == "fsdp_full_shard" and reshard or strat == "hybrid_shard" and reshard
+    gathers_after_forward = spec.reshards_params and reshard
     if fsdp_api == "fsdp1":  # _should_free_in_backward: sync_gradients or a reshard-after-forward strategy
         freed_before_last = (k - 1) if (not no_sync or gathers_after_forward) else 0
     else:
         freed_before_last = (k - 1) if reshard_after_backward in (None, True) else 0
-    forward_gathers = 1 + freed_before_last
 
-    if strat == "hybrid_shard":
+    if spec.shards_over == "node":
         if gpus_per_node is None:
-            raise ValueError("hybrid_shard needs gpus_per_node (ranks per node that shard the model)")
+            raise ValueError(f"{strat} needs gpus_per_node (ranks per node that shard the model)")
         g = positive_int(gpus_per_node, "gpus_per_node")
         if n % g:
             raise ValueError(f"gpus_per_node={g} must divide world_size={n}")
     elif gpus_per_node is not None:
         positive_int(gpus_per_node, "gpus_per_node")
-    shard_group = {"ddp": 1, "zero1": n, "zero2": n, "fsdp_shard_grad_op": n, "fsdp_full_shard": n,
-                   "hybrid_shard": gpus_per_node}[strat]
+    shard_group = {"nobody": 1, "world": n, "node": gpus_per_node}[spec.shards_over]
 
-    message = n_params * itemsize
+    counts = {"once": 1, "micro_batches": k, "grad_syncs": 1 if no_sync else k,
+              "forward_gathers": 1 + freed_before_last, "backward_gathers": k if gathers_after_forward else 0}
+    groups = {"world": (n, n_params), "intra-node": (shard_group, n_params),  # (ranks, elements per call)
+              "inter-node": (n // shard_group, math.ceil(n_params / shard_group))}
     calls: list[CollectiveCall] = []
-
-    def add(collective: str, phase: str, count: int, group: str = "world", size: int = n,
-            numel: int = n_params) -> None:
+    for collective, phase, how_many, group in spec.calls:
+        count, (size, numel) = counts[how_many], groups[group]
         if count and size > 1:
             per_call = ring_bytes_per_rank(collective, numel, size, itemsize)
             calls.append(CollectiveCall(collective, phase, group, size, count, numel * itemsize, count * per_call))
 
-    grad_syncs = 1 if no_sync else k
-    if strat == "ddp":
-        add("all_reduce", "backward", grad_syncs)
-    elif strat == "zero1":
-        add("reduce_scatter", "backward", 1)
-        add("all_gather", "step", 1)
-    elif strat == "zero2":
-        add("reduce_scatter", "backward", k)
-        add("all_gather", "step", 1)
-    elif strat in ("fsdp_shard_grad_op", "fsdp_full_shard"):
-        add("all_gather", "forward", forward_gathers)
-        if gathers_after_forward:
-            add("all_gather", "backward", k)
-        add("reduce_scatter", "backward", grad_syncs)
-    else:  # hybrid_shard
-        g, replicas = shard_group, n // shard_group
-        add("all_gather", "forward", forward_gathers, "intra-node", g)
-        if reshard:
-            add("all_gather", "backward", k, "intra-node", g)
-        add("reduce_scatter", "backward", grad_syncs, "intra-node", g)
-        add("all_reduce", "backward", grad_syncs, "inter-node", replicas, numel=math.ceil(n_params / g))
-
+    message = n_params * itemsize
     shard = math.ceil(n_params / shard_group)
-    full_grads = strat in ("ddp", "zero1") or (k > 1 and no_sync and strat != "zero2")
-    params_unsharded = strat in ("ddp", "zero1", "zero2", "fsdp_shard_grad_op") or not reshard
+    full_grads = not spec.grads_sharded or (spec.fsdp and k > 1 and no_sync)
+    params_unsharded = not (spec.reshards_params and reshard)
     notes = []
-    if strat == "fsdp_shard_grad_op" or (sharded_params and not reshard):
+    if spec.fsdp and params_unsharded:
         notes.append("parameters stay unsharded from forward to the end of backward: params memory is the peak")
-    if sharded_params and reshard:
+    if spec.reshards_params and reshard:
         notes.append("plus one unsharded FSDP unit in flight (not counted)")
-    if full_grads and strat not in ("ddp", "zero1"):
+    if full_grads and spec.fsdp:
         notes.append("no_sync keeps unsharded gradients between micro-batches")
     memory = ModelStateMemory(
         params=(n_params if params_unsharded else shard) * itemsize,
         grads=(n_params if full_grads else shard) * itemsize,
-        optimizer_states=(n_params if strat == "ddp" else shard) * optimizer_bytes_per_param,
+        optimizer_states=shard * optimizer_bytes_per_param,
     )
     return GradComm(strat, n_params, n, dt, k, message, tuple(calls), memory, tuple(notes))

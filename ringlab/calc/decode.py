@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Protocol
 
 import numpy as np
 
@@ -58,21 +57,9 @@ from ringlab.calc.kvcache import kv_cache_bytes
 from ringlab.calc.models import ModelConfig, get_model
 from ringlab.calc.roofline import attention_decode_cost, check_number
 from ringlab.calc.units import canonical_dtype, dtype_bytes, format_bytes
+from ringlab.collectives.cost import Link, bus_factor, latency_terms  # Link: any object with .alpha, .bandwidth works
 
 DEFAULT_MEMORY_FRACTION = 0.9
-
-
-class Link(Protocol):
-    """What :func:`decode_step` needs of a fabric: ``alpha`` (s per message) and ``bandwidth`` (B/s per direction)."""
-
-    alpha: float
-    bandwidth: float
-
-
-@dataclass(frozen=True)
-class _Link:
-    alpha: float
-    bandwidth: float
 
 
 @dataclass(frozen=True)
@@ -168,7 +155,7 @@ def _resolve_link(hw: Hardware, tp: int, link: Link | None) -> Link | None:
         if hw.interconnect_bandwidth is None:
             raise ValueError(f"{hw.name} has no interconnect bandwidth preset; pass a link for the TP all-reduces "
                              "(Python: link= any object with .alpha and .bandwidth; CLI: --fabric nvlink4)")
-        return _Link(alpha=0.0, bandwidth=hw.interconnect_bandwidth)
+        return Link(f"{hw.name} interconnect", 0.0, hw.interconnect_bandwidth, hw.source)
     for attr in ("alpha", "bandwidth"):
         if not hasattr(link, attr):
             raise TypeError(f"link must have .alpha (s) and .bandwidth (B/s); {type(link).__name__} lacks .{attr}")
@@ -254,7 +241,9 @@ def decode_step(model: str | ModelConfig, hardware: str | Hardware, batch_size, 
         comm_time = np.zeros(batch.shape)
     else:
         message = batch * model.hidden_size * float(width)
-        one = 2 * (tp - 1) * link.alpha + 2 * (tp - 1) / tp * message / link.bandwidth
+        # ring all-reduce over the TP group: 2(tp-1) steps, bus_factor = 2(tp-1)/tp of the message per rank
+        one = (latency_terms("all_reduce", "ring", tp) * link.alpha
+               + bus_factor("all_reduce", tp) * message / link.bandwidth)
         comm_time = _tp_all_reduces(model) * one
     step = np.maximum(memory_time, compute_time) + comm_time
     capacity = memory_fraction * hw.memory

@@ -1,9 +1,10 @@
-"""Exercises and graders: ``grade("ex01", fn)`` returns a result that never raises.
+"""Exercises and graders: ``grade("01a", fn)`` returns a result that never raises.
 
-Typical notebook cell::
+Exercise ids are a topic number and a letter (see :mod:`ringlab.course.registry`); old ids such as
+``ex01`` still work and warn with the new id. Typical notebook cell::
 
     from ringlab.check import grade, load
-    grade("ex01", load("ex01"))
+    grade("01a", load("01a"))
 """
 
 from __future__ import annotations
@@ -101,19 +102,27 @@ def revealed(title: str = "Worked answer: try it first, then click to open"):
 
 
 def worked_answer(exercise_id: str) -> WorkedAnswer:
-    """The solution file of ``exercise_id`` (from ``solutions/``), for a collapsible notebook cell.
+    """The worked solution of ``exercise_id`` (from ``solutions/``), for a collapsible notebook cell: the
+    whole file for a topic with one exercise, else the exercise's own function or class.
 
     Raises ValueError for an unknown id and FileNotFoundError when solutions/ is not available.
     """
-    from .loader import _find_dir
+    import ast
 
-    path = _find_dir("solutions") / f"{get_exercise(exercise_id).module}.py"
+    from ringlab.course.make_exercises import BEGIN, END
+
+    from .loader import find_project_dir
+
+    ex = get_exercise(exercise_id)
+    path = find_project_dir("solutions") / f"{ex.module}.py"
     if not path.is_file():
-        raise FileNotFoundError(f"{exercise_id}: no worked answer at {path}")
-    from .make_exercises import BEGIN, END
-
-    lines = [line for line in path.read_text().splitlines(keepends=True) if line.strip() not in (BEGIN, END)]
-    return WorkedAnswer(exercise_id, "".join(lines))
+        raise FileNotFoundError(f"{ex.id}: no worked answer at {path}")
+    source = path.read_text()
+    if len(ex.topic.exercises) > 1:
+        node = next(n for n in ast.parse(source).body if getattr(n, "name", None) == ex.function)
+        source = ast.get_source_segment(source, node) + "\n"
+    lines = [line for line in source.splitlines(keepends=True) if line.strip() not in (BEGIN, END)]
+    return WorkedAnswer(ex.id, "".join(lines))
 
 
 __all__ = ["EXERCISES", "Exercise", "GradeResult", "Reveal", "WorkedAnswer", "get_exercise", "grade", "hint", "load",

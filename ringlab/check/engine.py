@@ -34,6 +34,33 @@ def as_number(value, what: str, whole: bool = False) -> float:
     return out
 
 
+def as_bytes(value, what: str) -> float:
+    """:func:`as_number` for a byte count, ``what`` labelled "(bytes)" in the message."""
+    return as_number(value, f"{what} (bytes)")
+
+
+def within_a_byte(got: float, want: float) -> bool:
+    """Byte counts agree when they differ by less than one byte: float arithmetic such as
+    2 * 63/64 * M is accepted, a real miscount is not."""
+    return abs(got - want) < 1
+
+
+REL_TOL = 1e-9  # relative tolerance of a float answer computed from a closed form
+
+
+def close(got: float, want: float, rel_tol: float = REL_TOL) -> bool:
+    """Whether a float answer equals the closed form up to rounding (``rel_tol``; exact zeros compare equal)."""
+    return math.isclose(got, want, rel_tol=rel_tol, abs_tol=1e-300)
+
+
+def named_mistake(got: float, known_wrong: dict[str, float]) -> str:
+    """'; <explanation>' for the first known wrong formula whose value ``got`` equals (see :func:`close`), else ''."""
+    for explanation, value in known_wrong.items():
+        if close(got, value):
+            return f"; {explanation}"
+    return ""
+
+
 class CaseFailure(Exception):
     """Raised by a check: ``message`` in words, the ``traffic`` table of the case if any."""
 

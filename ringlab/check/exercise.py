@@ -1,21 +1,41 @@
-"""The :class:`Exercise` record every topic's graders module registers."""
+"""The :class:`Exercise` record every topic's grader module registers."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ringlab.course import Topic, topic_of_exercise
+
 from .result import GradeResult
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: ``exercises/<module>.py`` defines ``function``; ``grader(fn)`` returns a GradeResult."""
+    """One exercise ``id`` ("05a"): the learner writes ``function`` in its topic's exercise file;
+    ``grader(fn)`` returns a GradeResult; ``hints`` go from gentlest to most telling.
+
+    Raises ValueError when ``id`` is not a topic number and a letter of a registered topic.
+    """
 
     id: str
-    module: str
     function: str
     title: str
-    problem: str  # the problem-set card it belongs to, e.g. "P1"
     grader: Callable[[Callable | None], GradeResult]
     hints: tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        topic_of_exercise(self.id)
+
+    @property
+    def topic(self) -> Topic:
+        return topic_of_exercise(self.id)
+
+    @property
+    def module(self) -> str:
+        """The exercise file's stem, ``NN_slug`` (``exercises/NN_slug.py``)."""
+        return self.topic.stem
+
+    @property
+    def card(self) -> str:
+        return self.topic.card

@@ -1,5 +1,7 @@
 """Find and import the learner's exercise files (or, for CI, the worked solutions).
 
+A topic's exercises live in one file, ``exercises/NN_slug.py`` (:mod:`ringlab.course.registry`).
+
 The folder is ``$RINGLAB_EXERCISES`` if set, else the first ``exercises/`` folder found in
 the current directory or its parents, else the one next to the installed package. Setting
 ``RINGLAB_USE_SOLUTIONS=1`` loads from ``solutions/`` instead, so the tests can run every
@@ -15,7 +17,8 @@ from pathlib import Path
 from .registry import get_exercise
 
 
-def _find_dir(name: str) -> Path:
+def find_project_dir(name: str) -> Path:
+    """The project folder ``name`` (``exercises``, ``solutions``, ``notebooks``): see the module docstring."""
     env = os.environ.get("RINGLAB_EXERCISES")
     if env and name == "exercises":
         return Path(env)
@@ -28,7 +31,7 @@ def _find_dir(name: str) -> Path:
 
 def exercise_dir() -> Path:
     """Folder the exercise files are loaded from (see the module docstring)."""
-    return _find_dir("solutions" if os.environ.get("RINGLAB_USE_SOLUTIONS") == "1" else "exercises")
+    return find_project_dir("solutions" if os.environ.get("RINGLAB_USE_SOLUTIONS") == "1" else "exercises")
 
 
 def exercise_path(exercise_id: str) -> Path:

@@ -26,7 +26,7 @@ class GradeResult:
     """Outcome of grading one exercise function.
 
     Attributes:
-        exercise: exercise id, e.g. ``"ex01"``.
+        exercise: exercise id, e.g. ``"01a"``.
         function: name of the graded function.
         status: ``"not attempted"``, ``"wrong"`` or ``"passed"``.
         message: the first failing case in words (or a summary when passed).

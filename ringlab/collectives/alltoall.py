@@ -23,7 +23,7 @@ import numpy as np
 from .schedule import Holdings, Schedule, Step, check_itemsize, check_world_size, chunk_sizes
 
 
-def pairwise_all_to_all(world_size: int) -> Schedule:
+def pairwise_all_to_all_schedule(world_size: int) -> Schedule:
     """Pairwise exchange: ``N - 1`` steps; at step k rank r sends chunk k (shift layout) to ``(r + k) % N``."""
     n = check_world_size(world_size)
     r = np.arange(n, dtype=np.int64)

@@ -19,7 +19,7 @@ import numpy as np
 from .schedule import Holdings, Schedule, Step, check_itemsize, check_world_size, chunk_sizes
 
 
-def direct_all_reduce(world_size: int) -> Schedule:
+def direct_all_reduce_schedule(world_size: int) -> Schedule:
     """One step of ``N (N - 1)`` whole-message transfers, reduced at each receiver in ascending source rank.
 
     Transfers are listed source-major, so each receiver folds its incoming messages in source order.

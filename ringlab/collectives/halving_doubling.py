@@ -139,7 +139,7 @@ def _scatter_to_ranks(n: int, real: np.ndarray, per_new: np.ndarray) -> np.ndarr
 
 # --- all-reduce -------------------------------------------------------------------------------
 
-def recursive_doubling_all_reduce(world_size: int) -> Schedule:
+def recursive_doubling_all_reduce_schedule(world_size: int) -> Schedule:
     """Recursive doubling all-reduce of the whole message (one chunk), MPICH fold for non-powers of two.
 
     Steps: ``log2 p`` plus 2 when ``world_size`` is not a power of two (p = largest power of two <= N).
@@ -168,7 +168,7 @@ def recursive_doubling_all_reduce_bytes(world_size: int, numel: int, itemsize: i
     return out
 
 
-def rabenseifner_all_reduce(world_size: int) -> Schedule:
+def rabenseifner_all_reduce_schedule(world_size: int) -> Schedule:
     """Rabenseifner all-reduce: recursive halving reduce-scatter + recursive doubling all-gather on ``p`` chunks.
 
     ``p`` = largest power of two <= N; MPICH's fold adds one step before and one after when N is not
@@ -184,7 +184,7 @@ def rabenseifner_all_reduce(world_size: int) -> Schedule:
 
 
 def rabenseifner_all_reduce_bytes(world_size: int, numel: int, itemsize: int) -> np.ndarray:
-    """Bytes each rank sends in :func:`rabenseifner_all_reduce`, exact for any numel.
+    """Bytes each rank sends in :func:`rabenseifner_all_reduce_schedule`, exact for any numel.
 
     With ``c = chunk_sizes(numel, p)``, new rank i sends ``numel - c[i]`` in the reduce-scatter and
     ``sum_k S_k(i)`` in the all-gather (``S_k(i)``: elements of the aligned block of ``2**k`` chunks
@@ -208,7 +208,7 @@ def _group_numel(groups: _Groups, numel: int, n: int) -> np.ndarray:
     return offsets[groups.lo + groups.size] - offsets[groups.lo]
 
 
-def recursive_halving_reduce_scatter(world_size: int) -> Schedule:
+def recursive_halving_reduce_scatter_schedule(world_size: int) -> Schedule:
     """Recursive halving reduce-scatter on N chunks; rank r ends with the reduced chunk r (MPICH fold)."""
     n = check_world_size(world_size)
     rem, real, groups = _pair_groups(n)
@@ -231,7 +231,7 @@ def recursive_halving_reduce_scatter_bytes(world_size: int, numel: int, itemsize
     return out * itemsize
 
 
-def recursive_doubling_all_gather(world_size: int) -> Schedule:
+def recursive_doubling_all_gather_schedule(world_size: int) -> Schedule:
     """Recursive doubling all-gather on N chunks; rank r contributes chunk r (MPICH fold, mirrored)."""
     n = check_world_size(world_size)
     rem, real, groups = _pair_groups(n)

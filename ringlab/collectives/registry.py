@@ -3,6 +3,11 @@
 ``ALGORITHMS[(collective, algorithm)]`` is an :class:`Algorithm`; calling it builds the schedule.
 :func:`get_schedule` is the checked entry point. Names follow torch.distributed (collectives) and
 NCCL / MPICH (algorithms).
+
+Every builder is named ``<algorithm>_<collective>_schedule`` and returns data (a Schedule, nothing
+runs); its closed form is the same name ending in ``_bytes``. Functions that run a collective start
+with ``run_`` (``ringlab.sim.run_collective``, ``ringlab.dist.run_ring_all_reduce``), except the
+public face of DESIGN.md's contract (``ringlab.ring_allreduce``, ``ringlab.reduce_scatter``, ``ringlab.all_gather``).
 """
 
 from __future__ import annotations
@@ -85,40 +90,40 @@ class Algorithm:
 
 def _entries() -> dict[tuple[str, str], Algorithm]:
     rows = [
-        Algorithm("all_reduce", "ring", ring.ring_all_reduce, ring.ring_all_reduce_bytes,
+        Algorithm("all_reduce", "ring", ring.ring_all_reduce_schedule, ring.ring_all_reduce_bytes,
                   lambda n: 2 * (n - 1), "reduce-scatter + all-gather around a ring (Patarasuk & Yuan 2009)"),
-        Algorithm("all_reduce", "recursive_doubling", hd.recursive_doubling_all_reduce,
+        Algorithm("all_reduce", "recursive_doubling", hd.recursive_doubling_all_reduce_schedule,
                   hd.recursive_doubling_all_reduce_bytes, _log2_folded, "swap the whole message with i ^ 2**k"),
-        Algorithm("all_reduce", "rabenseifner", hd.rabenseifner_all_reduce, hd.rabenseifner_all_reduce_bytes,
+        Algorithm("all_reduce", "rabenseifner", hd.rabenseifner_all_reduce_schedule, hd.rabenseifner_all_reduce_bytes,
                   lambda n: 2 * _log2_floor(n) + _fold_steps(n),
                   "recursive halving reduce-scatter + recursive doubling all-gather"),
-        Algorithm("all_reduce", "double_binary_tree", tree.double_binary_tree_all_reduce,
+        Algorithm("all_reduce", "double_binary_tree", tree.double_binary_tree_all_reduce_schedule,
                   tree.double_binary_tree_all_reduce_bytes, tree.double_binary_tree_steps,
                   "NCCL's two complementary binary trees, half the message each"),
-        Algorithm("all_reduce", "direct", direct.direct_all_reduce, direct.direct_all_reduce_bytes,
+        Algorithm("all_reduce", "direct", direct.direct_all_reduce_schedule, direct.direct_all_reduce_bytes,
                   lambda n: int(n > 1), "everyone sends everything to everyone", bit_identical=False),
-        Algorithm("all_reduce", "reduce_broadcast", tree.reduce_broadcast_all_reduce,
+        Algorithm("all_reduce", "reduce_broadcast", tree.reduce_broadcast_all_reduce_schedule,
                   tree.reduce_broadcast_all_reduce_bytes, lambda n: 2 * _ceil_log2(n),
                   "binomial reduce to rank 0, then binomial broadcast"),
-        Algorithm("reduce_scatter", "ring", ring.ring_reduce_scatter, ring.ring_reduce_scatter_bytes,
+        Algorithm("reduce_scatter", "ring", ring.ring_reduce_scatter_schedule, ring.ring_reduce_scatter_bytes,
                   lambda n: n - 1, "N - 1 ring steps, rank r ends with chunk r"),
-        Algorithm("reduce_scatter", "recursive_halving", hd.recursive_halving_reduce_scatter,
+        Algorithm("reduce_scatter", "recursive_halving", hd.recursive_halving_reduce_scatter_schedule,
                   hd.recursive_halving_reduce_scatter_bytes, _log2_folded, "distance-halving pairwise exchanges"),
-        Algorithm("all_gather", "ring", ring.ring_all_gather, ring.ring_all_gather_bytes,
+        Algorithm("all_gather", "ring", ring.ring_all_gather_schedule, ring.ring_all_gather_bytes,
                   lambda n: n - 1, "N - 1 ring steps forwarding one chunk"),
-        Algorithm("all_gather", "recursive_doubling", hd.recursive_doubling_all_gather,
+        Algorithm("all_gather", "recursive_doubling", hd.recursive_doubling_all_gather_schedule,
                   hd.recursive_doubling_all_gather_bytes, _log2_folded, "distance-doubling pairwise exchanges"),
-        Algorithm("broadcast", "binomial_tree", tree.binomial_broadcast, tree.binomial_broadcast_bytes,
+        Algorithm("broadcast", "binomial_tree", tree.binomial_broadcast_schedule, tree.binomial_broadcast_bytes,
                   _ceil_log2, "whole message down a binomial tree"),
-        Algorithm("broadcast", "scatter_allgather", tree.scatter_allgather_broadcast,
+        Algorithm("broadcast", "scatter_allgather", tree.scatter_allgather_broadcast_schedule,
                   tree.scatter_allgather_broadcast_bytes, lambda n: _ceil_log2(n) + n - 1,
                   "binomial scatter + ring all-gather (van de Geijn)"),
-        Algorithm("reduce", "binomial_tree", tree.binomial_reduce, tree.binomial_reduce_bytes,
+        Algorithm("reduce", "binomial_tree", tree.binomial_reduce_schedule, tree.binomial_reduce_bytes,
                   _ceil_log2, "whole message up a binomial tree"),
-        Algorithm("reduce", "reduce_scatter_gather", tree.reduce_scatter_gather_reduce,
+        Algorithm("reduce", "reduce_scatter_gather", tree.reduce_scatter_gather_reduce_schedule,
                   tree.reduce_scatter_gather_reduce_bytes, lambda n: n - 1 + _ceil_log2(n),
                   "ring reduce-scatter + binomial gather (Rabenseifner)"),
-        Algorithm("all_to_all", "pairwise", alltoall.pairwise_all_to_all, alltoall.pairwise_all_to_all_bytes,
+        Algorithm("all_to_all", "pairwise", alltoall.pairwise_all_to_all_schedule, alltoall.pairwise_all_to_all_bytes,
                   lambda n: n - 1, "N - 1 pairwise exchanges, rank r -> r + k at step k"),
     ]
     return {(a.collective, a.name): a for a in rows}

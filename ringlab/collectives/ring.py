@@ -32,6 +32,8 @@ import numpy as np
 
 from .schedule import Holdings, RingPhase, Schedule, check_itemsize, check_world_size, chunk_sizes
 
+RING_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
+
 
 def ring_reduce_scatter_phase(world_size: int, owner_shift: int) -> RingPhase:
     """The N-1 reduce-scatter steps after which rank r holds the reduced chunk ``(r + owner_shift) % N``.
@@ -58,21 +60,21 @@ def _ring(collective: str, n: int, phases: list, owns_all_at_start: bool, owns_a
                     every if owns_all_at_end else own, description)
 
 
-def ring_all_reduce(world_size: int) -> Schedule:
+def ring_all_reduce_schedule(world_size: int) -> Schedule:
     """Ring all-reduce schedule: reduce-scatter then all-gather, ``2 (N - 1)`` steps of N transfers."""
     n = check_world_size(world_size)
     return _ring("all_reduce", n, [ring_reduce_scatter_phase(n, 1), ring_all_gather_phase(n, 1)], True, True,
                  "reduce-scatter: rank r sends chunk (r - s) % N; all-gather: rank r sends chunk (r + 1 - s) % N")
 
 
-def ring_reduce_scatter(world_size: int) -> Schedule:
+def ring_reduce_scatter_schedule(world_size: int) -> Schedule:
     """Ring reduce-scatter schedule; rank r ends with the reduced chunk r (torch.distributed placement)."""
     n = check_world_size(world_size)
     return _ring("reduce_scatter", n, [ring_reduce_scatter_phase(n, 0)], True, False,
                  "rank r sends chunk (r - 1 - s) % N and ends with chunk r")
 
 
-def ring_all_gather(world_size: int) -> Schedule:
+def ring_all_gather_schedule(world_size: int) -> Schedule:
     """Ring all-gather schedule; rank r contributes chunk r and ends with all N chunks."""
     n = check_world_size(world_size)
     return _ring("all_gather", n, [ring_all_gather_phase(n, 0)], False, True,
@@ -110,3 +112,27 @@ def ring_all_gather_bytes(world_size: int, numel: int, itemsize: int) -> np.ndar
     ``numel`` is the size of the gathered (full) message.
     """
     return _ring_bytes(world_size, numel, itemsize, (1,))
+
+
+def ring_busiest_bytes(collective: str, world_size: int, numel: int, itemsize: int) -> int:
+    """Bytes the busiest rank sends in one ring ``collective``: the max of its ``ring_*_bytes``, in O(1).
+
+    With ``q, rem = divmod(numel, N)`` the chunks are ``q + 1`` (the first ``rem``) then ``q``, so the
+    reduce-scatter / all-gather busiest rank skips one chunk of ``q`` (``numel - q`` elements) and the
+    all-reduce busiest rank skips the smallest pair of cyclically adjacent chunks: ``2 q`` when at
+    least two chunks have ``q`` elements, else ``2 q + 1``. 0 for N = 1. For calculators sized in
+    billions of elements over thousands of ranks, where building the per-rank arrays would not pay.
+    Raises ValueError for a collective other than all_reduce, reduce_scatter, all_gather.
+    """
+    if collective not in RING_COLLECTIVES:
+        raise ValueError(f"collective must be one of {', '.join(RING_COLLECTIVES)}, got {collective!r}")
+    n, itemsize = check_world_size(world_size), check_itemsize(itemsize)
+    if int(numel) < 0:
+        raise ValueError(f"numel must be >= 0, got {numel}")
+    if n == 1:
+        return 0
+    q, rem = divmod(int(numel), n)
+    if collective != "all_reduce":
+        return itemsize * (int(numel) - q)
+    smallest_adjacent_pair = 2 * q if n - rem >= 2 else 2 * q + 1
+    return itemsize * (2 * int(numel) - smallest_adjacent_pair)

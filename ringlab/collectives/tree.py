@@ -91,7 +91,7 @@ def _to_real(per_relative: np.ndarray, root: int) -> np.ndarray:
     return np.roll(per_relative, root)  # relative rank v is real rank (v + root) % n
 
 
-def binomial_broadcast(world_size: int, root: int = 0) -> Schedule:
+def binomial_broadcast_schedule(world_size: int, root: int = 0) -> Schedule:
     """Binomial-tree broadcast of the whole message from ``root``: ``ceil(log2 N)`` steps."""
     n = check_world_size(world_size)
     root = _check_root(root, n)
@@ -107,7 +107,7 @@ def binomial_broadcast_bytes(world_size: int, numel: int, itemsize: int, root: i
     return _to_real(_binomial_sends(n) * m, _check_root(root, n))
 
 
-def binomial_reduce(world_size: int, root: int = 0) -> Schedule:
+def binomial_reduce_schedule(world_size: int, root: int = 0) -> Schedule:
     """Binomial-tree reduce to ``root`` (the broadcast tree run backwards): ``ceil(log2 N)`` steps."""
     n = check_world_size(world_size)
     root = _check_root(root, n)
@@ -158,10 +158,10 @@ def _subtree_elements(n: int, numel: int, root: int) -> tuple[np.ndarray, np.nda
     return down, own
 
 
-def scatter_allgather_broadcast(world_size: int, root: int = 0) -> Schedule:
+def scatter_allgather_broadcast_schedule(world_size: int, root: int = 0) -> Schedule:
     """Broadcast as binomial scatter of N chunks + ring all-gather: ``ceil(log2 N) + N - 1`` steps.
 
-    The all-gather is the plain ring of :func:`~ringlab.collectives.ring_all_gather` (rank r starts
+    The all-gather is the plain ring of :func:`~ringlab.collectives.ring_all_gather_schedule` (rank r starts
     with chunk r), so the root's predecessor also forwards chunks the root already holds.
     """
     n = check_world_size(world_size)
@@ -183,7 +183,7 @@ def scatter_allgather_broadcast_bytes(world_size: int, numel: int, itemsize: int
     return (_to_real(down, root) + int(numel) - np.roll(c, -1)) * itemsize
 
 
-def reduce_scatter_gather_reduce(world_size: int, root: int = 0) -> Schedule:
+def reduce_scatter_gather_reduce_schedule(world_size: int, root: int = 0) -> Schedule:
     """Reduce as ring reduce-scatter (rank r gets chunk r) + binomial gather to ``root``: ``N - 1 + ceil(log2 N)`` steps."""
     n = check_world_size(world_size)
     root = _check_root(root, n)
@@ -205,7 +205,7 @@ def reduce_scatter_gather_reduce_bytes(world_size: int, numel: int, itemsize: in
     return (_to_real(own, root) + int(numel) - chunk_sizes(numel, n)) * itemsize
 
 
-def reduce_broadcast_all_reduce(world_size: int) -> Schedule:
+def reduce_broadcast_all_reduce_schedule(world_size: int) -> Schedule:
     """All-reduce as binomial reduce to rank 0 followed by binomial broadcast: ``2 ceil(log2 N)`` steps."""
     n = check_world_size(world_size)
     bcast = _binomial_broadcast_steps(n, 0)
@@ -279,7 +279,7 @@ def tree_shape(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return children, height, depth
 
 
-def double_binary_tree_all_reduce(world_size: int, pipeline_chunks: int = 1) -> Schedule:
+def double_binary_tree_all_reduce_schedule(world_size: int, pipeline_chunks: int = 1) -> Schedule:
     """NCCL-style double binary tree all-reduce; each tree reduces and broadcasts half of the message.
 
     The message is cut into ``2 * pipeline_chunks`` chunks: tree 0 carries chunks ``0 .. k-1``, tree 1

@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "roofline": ("ringlab.commands.calc_perf", "roofline_main", "memory- or compute-bound? roofline time of a kernel"),
     "decode": ("ringlab.commands.calc_perf", "decode_main", "decode step time vs batch; largest batch under a latency SLA"),
     "bubble": ("ringlab.commands.calc_perf", "bubble_main", "pipeline bubble fraction and in-flight micro-batches"),
+    "train": ("ringlab.commands.calc_train", "train_main", "memory, traffic, FLOPs and MFU of DP x TP x PP x CP x EP training"),
 }
 
 

@@ -1,5 +1,8 @@
 """``ringlab check``: grade your exercise files, or show progress over all of them.
 
+Name an exercise (``05a``), a topic by number or slug (``05``, ``kv_cache``: all its exercises),
+or an old id (``ex08``: graded as ``05a``, with a note).
+
 Each file is graded in a child process with a time limit (``--timeout``, default 300 s), so code
 that loops forever, calls ``sys.exit`` or crashes the interpreter is reported as such.
 Exit status: 0 passed, 1 wrong or not attempted, 2 usage error, 3 your code timed out, exited
@@ -8,8 +11,11 @@ or crashed (the message says which).
 
 from __future__ import annotations
 
+import sys
+
 from ringlab import cli_args
 from ringlab.check import EXERCISES
+from ringlab.course import exercise_refs, get_topic, resolve_exercise
 from ringlab.check.isolated import DEFAULT_TIMEOUT, grade_isolated
 from ringlab.check.loader import exercise_dir
 
@@ -17,7 +23,7 @@ EXIT_NOT_GRADED = 3
 
 
 def progress_table(timeout: float = DEFAULT_TIMEOUT) -> str:
-    """Where the exercises are loaded from, then one line per exercise: id, card, status, title."""
+    """Where the exercises are loaded from, then one line per exercise: id, topic, status, title."""
     from ringlab.check.topics import Progress
 
     rows = [(ex, grade_isolated(ex_id, timeout=timeout)) for ex_id, ex in EXERCISES.items()]
@@ -27,7 +33,7 @@ def progress_table(timeout: float = DEFAULT_TIMEOUT) -> str:
 def main(argv: list[str]) -> int:
     parser = cli_args.ArgumentParser(prog="ringlab check", description=__doc__.splitlines()[0])
     parser.add_argument("exercise", nargs="?", type=cli_args.text(max_len=64),
-                        help=f"exercise id: {', '.join(sorted(EXERCISES))}")
+                        help=f"exercise id ({', '.join(sorted(EXERCISES))}), or a topic number or slug")
     parser.add_argument("--file", type=cli_args.text(), help="grade this file instead of exercises/<exercise>.py")
     parser.add_argument("--all", action="store_true", help="grade every exercise and print a progress table")
     parser.add_argument("--timeout", type=cli_args.duration(max=86400.0), default=DEFAULT_TIMEOUT,
@@ -37,16 +43,37 @@ def main(argv: list[str]) -> int:
         print(progress_table(args.timeout))
         return 0
     if not args.exercise:
-        parser.error("name an exercise (e.g. ex01) or use --all")
-    if args.exercise not in EXERCISES:
-        parser.error(f"unknown exercise {args.exercise!r}; choose from {', '.join(sorted(EXERCISES))}")
+        parser.error("name an exercise (e.g. 01a), a topic (e.g. 05 or kv_cache) or use --all")
+    ids = _exercise_ids(parser, args.exercise)
     if args.file:
         import os
 
         if not os.path.isfile(args.file):
             parser.exit(2, f"ringlab check: error: argument --file: no such file: {args.file!r}\n")
-    result = grade_isolated(args.exercise, args.file, timeout=args.timeout)
-    print(result)
-    if result.outcome != "graded":
-        return EXIT_NOT_GRADED
-    return 0 if result.passed else 1
+    status = 0
+    for exercise_id in ids:
+        result = grade_isolated(exercise_id, args.file, timeout=args.timeout)
+        print(result)
+        if result.outcome != "graded":
+            status = max(status, EXIT_NOT_GRADED)
+        elif not result.passed:
+            status = max(status, 1)
+    return status
+
+
+def _exercise_ids(parser, name: str) -> list[str]:
+    """The exercise ids ``name`` stands for: itself, its new id (noted on stderr), or a topic's exercises."""
+    if name in exercise_refs():
+        return [name]
+    try:
+        new_id, note = resolve_exercise(name)
+    except ValueError:
+        try:
+            topic = get_topic(name)
+        except ValueError:
+            parser.error(f"unknown exercise or topic {name!r}; exercises: {', '.join(sorted(EXERCISES))}; "
+                         "topics: a number (01..) or a slug (ring_allreduce, kv_cache, ...)")
+        return [ex.id for ex in topic.exercises]
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    return [new_id]

@@ -1,31 +1,170 @@
-"""``ringlab practice``: interview practice cards, question first, answer on Enter."""
+"""``ringlab practice``: interview practice cards.
+
+    ringlab practice                      list the cards (* = numbers drawn fresh each session) and your progress
+    ringlab practice 05                   one card: the question, Enter, the worked answer (old ids P5 work)
+    ringlab practice --session 05 roofline    a session: the clock, numbers to type in, hints, rubric
+    ringlab practice --session --random 3     three cards at random
+    ringlab practice --mock 4 --seed 7    a 4-card timed mock interview with a summary (replay with the seed)
+    ringlab practice --progress           your record;  --reset deletes it
+"""
 
 from __future__ import annotations
 
+import argparse
+import secrets
+import sys
+
 from ringlab import cli_args
-from ringlab.check.cards import card_ids, load_card
+from ringlab.check.cards import card_ids, is_parametrised, load_card, resolve
+
+BUDGET_MAX_S = 3600.0
 
 
-def main(argv: list[str]) -> int:
-    parser = cli_args.ArgumentParser(prog="ringlab practice", description=__doc__)
-    parser.add_argument("card", nargs="?", type=cli_args.text(max_len=64), help="card id, e.g. P2 (omit to list the cards)")
-    parser.add_argument("--reveal", action="store_true", help="print the answer without waiting for Enter")
-    args = parser.parse_args(argv)
-    if not args.card:
-        for cid in card_ids():
-            print(f"{cid:>4}  {load_card(cid).title}")
-        print("\nrun 'ringlab practice P2' to try one")
-        return 0
+def _card_of(key: str) -> tuple[str, str | None]:
+    """A card id for a number, an old id (P5) or a topic slug (kv_cache). Raises ValueError."""
     try:
-        card = load_card(args.card)
-    except ValueError as exc:
-        parser.exit(2, f"ringlab practice: error: {exc}\n")
+        return resolve(key)
+    except ValueError:
+        from ringlab.course import get_topic
+
+        try:
+            topic = get_topic(key)
+        except ValueError:
+            topic = None
+        if topic is None or topic.id not in card_ids():
+            raise
+        return topic.id, None
+
+
+def _parser() -> cli_args.ArgumentParser:
+    p = cli_args.ArgumentParser(prog="ringlab practice", description=__doc__.replace("``", ""),
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="At a prompt: h = next hint, s = show the answer, q = quit (Ctrl-D too).")
+    p.add_argument("cards", nargs="*", type=cli_args.text(max_len=64),
+                   help="card numbers (05), old ids (P5) or topic slugs (kv_cache); omit to list them")
+    p.add_argument("--reveal", action="store_true", help="one card: print the answer without waiting for Enter")
+    p.add_argument("--session", action="store_true", help="practise the cards as a session (clock, typed answers)")
+    p.add_argument("--random", type=cli_args.integer(min=1, max=99), metavar="N",
+                   help="a session of N cards picked at random (from the cards named, or all)")
+    p.add_argument("--mock", type=cli_args.integer(min=1, max=99), metavar="N",
+                   help="a timed mock interview of N random cards: the budget is a limit; summary at the end")
+    p.add_argument("--seed", type=cli_args.integer(min=0, max=2**63 - 1),
+                   help="seed of the drawn numbers and the random pick (default: a fresh one, printed)")
+    p.add_argument("--fixed", action="store_true", help="session with the fixed numbers of the problem set")
+    p.add_argument("--budget", type=cli_args.duration(unit="min", max=BUDGET_MAX_S), default=300.0,
+                   help="time per card, e.g. 5 (minutes), 90s (default 5 min)")
+    p.add_argument("--progress", action="store_true", help="print your practice record and exit")
+    p.add_argument("--reset", action="store_true", help="delete your practice record and exit")
+    return p
+
+
+def _list() -> int:
+    from ringlab.course import get_topic
+    from ringlab.practice import state
+
+    record = state.load()["cards"]
+    for cid in card_ids():
+        done = record.get(cid)
+        mark = f"  (tried {done['attempts']}x, last score {done['score']:.0%})" \
+            if done and done.get("score") is not None else ""
+        print(f"{cid}{'*' if is_parametrised(cid) else ' '}  {get_topic(cid).slug:<26}  {load_card(cid).title}{mark}")
+    print("\n* numbers drawn fresh in a session. Try 'ringlab practice 05', "
+          "'ringlab practice --session 05' or 'ringlab practice --mock 3'")
+    return 0
+
+
+def _progress() -> int:
+    from ringlab.practice import state
+
+    data = state.load()
+    if not data["cards"]:
+        print(f"no practice recorded yet ({state.state_path()})")
+        return 0
+    for cid, e in sorted(data["cards"].items()):
+        score = f"{e['score']:.0%}" if e.get("score") is not None else "--"
+        print(f"{cid}  attempts {e['attempts']:>3}  right {e['right']:>3}  wrong {e['wrong']:>3}  "
+              f"last score {score:>4}  {e['last']}")
+    if data["mistakes"]:
+        print("\nrecent mistakes:")
+        for m in data["mistakes"][-10:]:
+            print(f"  {m['card']} {m['ask']}: {m['answer']!r}: {m['mistake']}")
+    print(f"\n{state.state_path()}")
+    return 0
+
+
+def _single(card_id: str, reveal: bool) -> int:
+    card = load_card(card_id)
     print(card.text(reveal=False))
-    if not args.reveal:
+    if not reveal:
         print("\n[think it through, then press Enter for the worked answer]", flush=True)
         try:
             input()
         except EOFError:  # no terminal (a pipe, CI): show the answer
             pass
     print("\nANSWER\n" + card.answer + "\n\nFOLLOW-UPS\n" + card.followups)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.reset:
+        from ringlab.practice import state
+
+        print(f"deleted {state.state_path()}" if state.reset() else f"nothing to delete at {state.state_path()}")
+        return 0
+    if args.progress:
+        return _progress()
+    picked = []
+    for key in args.cards:
+        try:
+            cid, note = _card_of(key)
+        except ValueError as exc:
+            parser.exit(2, f"ringlab practice: error: {exc}\n")
+        if note:
+            print(f"note: {note}", file=sys.stderr)
+        picked.append(cid)
+    session = args.session or args.mock or args.random or len(picked) > 1
+    if not session:
+        if args.seed is not None or args.fixed:
+            parser.error("--seed and --fixed apply to a session (--session, --random N or --mock N)")
+        return _single(picked[0], args.reveal) if picked else _list()
+    if args.reveal:
+        parser.error("--reveal applies to a single card, not to a session")
+    if args.mock and args.random:
+        parser.error("give either --mock N or --random N, not both")
+    if args.fixed and args.seed is not None:
+        parser.error("--fixed keeps the problem set's numbers; it takes no --seed")
+    return _session(parser, args, picked)
+
+
+def _reader():
+    """``input``; when stdin is not a terminal (a script, a pipe) also echo each line, so the transcript reads
+    like a terminal session."""
+    if sys.stdin.isatty():
+        return input
+
+    def read(prompt: str) -> str:
+        line = input(prompt)
+        print(line)
+        return line
+
+    return read
+
+
+def _session(parser, args, picked: list[str]) -> int:
+    import numpy as np
+
+    from ringlab.practice.session import Session
+
+    pool = list(dict.fromkeys(picked)) or card_ids()
+    count = args.mock or args.random
+    seed = None if args.fixed else (args.seed if args.seed is not None else secrets.randbelow(2**31))
+    if count:
+        if count > len(pool):
+            parser.error(f"argument --{'mock' if args.mock else 'random'}: {count} cards asked for, "
+                         f"{len(pool)} to choose from")
+        pick_rng = np.random.default_rng([seed or 0, 0])
+        pool = [str(c) for c in pick_rng.choice(pool, size=count, replace=False)]
+    Session(pool, seed=seed, budget_s=args.budget, mock=bool(args.mock), read=_reader()).run()
     return 0

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 
 from ringlab.collectives.cost import bus_factor
 
-from .collectives import ring_all_gather, ring_all_reduce, ring_reduce_scatter, torch_modules
+from .collectives import run_ring_all_gather, run_ring_all_reduce, run_ring_reduce_scatter, torch_modules
 from .launch import launch
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
@@ -142,10 +142,10 @@ def _library(dist, collective: str):
 def _ringlab(collective: str):
     """ringlab's ring ``(out, inp)``, writing into ``out`` as the library call does."""
     if collective == "all_reduce":
-        return lambda out, inp: ring_all_reduce(inp, out=out)
+        return lambda out, inp: run_ring_all_reduce(inp, out=out)
     if collective == "all_gather":
-        return lambda out, inp: ring_all_gather(inp, out=out)
-    return lambda out, inp: out.copy_(ring_reduce_scatter(inp).output)
+        return lambda out, inp: run_ring_all_gather(inp, out=out)
+    return lambda out, inp: out.copy_(run_ring_reduce_scatter(inp).output)
 
 
 def _buffers(torch, collective: str, count: int, rank: int, n: int, dtype, device):

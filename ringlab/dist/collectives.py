@@ -18,6 +18,11 @@ tests compare them with the closed forms of :mod:`ringlab.collectives.ring`.
 Works with gloo (CPU tensors) and nccl (CUDA tensors; call ``torch.cuda.set_device`` first),
 in processes started by :func:`ringlab.dist.launch` or by ``torchrun`` (env:// rendezvous):
 the functions only need an initialised default process group, or the ``group`` you pass.
+
+Names: the functions that run a collective start with ``run_`` (:func:`run_ring_all_reduce`,
+:func:`run_ring_reduce_scatter`, :func:`run_ring_all_gather`, :func:`run_schedule`); the schedules
+they run are ``ringlab.collectives.ring_*_schedule``. The runners' earlier names
+(``ring_all_reduce`` ...) stay as aliases, listed in :data:`OLD_NAMES`.
 """
 
 from __future__ import annotations
@@ -28,23 +33,17 @@ from typing import NamedTuple
 import numpy as np
 
 from ringlab.collectives import Schedule, chunk_bounds, chunk_sizes
-from ringlab.collectives import ring_all_gather as ring_all_gather_schedule
-from ringlab.collectives import ring_all_reduce as ring_all_reduce_schedule
-from ringlab.collectives import ring_reduce_scatter as ring_reduce_scatter_schedule
+from ringlab.collectives import ring_all_gather_schedule, ring_all_reduce_schedule, ring_reduce_scatter_schedule
+from ringlab.optional import require_torch
+from ringlab.sim.ops import OPS, UFUNCS
 
-OPS = ("sum", "prod", "max", "min", "avg")
 # Largest message one chunk transfer is cut into (see _execute); tuned on gloo over loopback.
 PIECE_BYTES = 1 << 22
 
 
 def torch_modules():
-    """``(torch, torch.distributed)``, or ImportError naming the extra to install."""
-    try:
-        import torch
-        import torch.distributed as dist
-    except ImportError as exc:  # pragma: no cover - exercised only without torch
-        raise ImportError("ringlab.dist needs torch: pip install 'ringlab[torch]'") from exc
-    return torch, dist
+    """``(torch, torch.distributed)``, or ImportError naming the extra (:func:`ringlab.optional.require_torch`)."""
+    return require_torch("ringlab.dist")
 
 
 class RankResult(NamedTuple):
@@ -123,10 +122,11 @@ def _group_info(group) -> tuple[int, int, object]:
 
 
 def _combine(op: str):
+    """The torch function named like the simulator's ufunc for ``op`` (``avg`` adds; the caller divides)."""
     torch, _ = torch_modules()
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}; got {op!r}")
-    return {"sum": torch.add, "avg": torch.add, "prod": torch.mul, "max": torch.maximum, "min": torch.minimum}[op]
+    return getattr(torch, UFUNCS[op].__name__)
 
 
 _SCRATCH: dict = {}  # (device, dtype) -> the largest receive buffer needed so far, reused across calls
@@ -239,10 +239,10 @@ def _run_ring(builder, buffer, op: str, group) -> tuple[int, int]:
     return sent, received
 
 
-def ring_all_reduce(tensor, op: str = "sum", group=None, out=None) -> RankResult:
+def run_ring_all_reduce(tensor, op: str = "sum", group=None, out=None) -> RankResult:
     """Ring all-reduce of this rank's ``tensor`` with every rank of ``group`` (default: the world).
 
-    The schedule is :func:`ringlab.collectives.ring_all_reduce`: ``2 (N - 1)`` steps, chunks
+    The schedule is :func:`ringlab.collectives.ring_all_reduce_schedule`: ``2 (N - 1)`` steps, chunks
     following ``numpy.array_split``, so any ``numel`` works (also ``numel < N``).
 
     Args:
@@ -279,19 +279,19 @@ def _check_out(out, shape, like) -> None:
         raise ValueError("out must be contiguous")
 
 
-def ring_reduce_scatter(tensor, op: str = "sum", group=None) -> RankResult:
+def run_ring_reduce_scatter(tensor, op: str = "sum", group=None) -> RankResult:
     """Ring reduce-scatter: rank r gets chunk r of the reduction of all ranks' ``tensor``.
 
     ``tensor`` is flattened and split into N chunks following ``numpy.array_split`` (the first
     ``numel % N`` chunks hold one element more), so unlike ``dist.reduce_scatter_tensor`` the
-    size need not divide by N. Schedule: :func:`ringlab.collectives.ring_reduce_scatter`
+    size need not divide by N. Schedule: :func:`ringlab.collectives.ring_reduce_scatter_schedule`
     (N - 1 steps; at step s rank r sends its partial sum of chunk ``(r - 1 - s) % N``).
 
     Returns:
         :class:`RankResult` whose ``output`` is a new 1-D tensor of ``chunk_sizes(numel, N)[rank]``
         elements; bytes equal :func:`ringlab.collectives.ring_reduce_scatter_bytes` ``[rank]``.
 
-    Raises as :func:`ring_all_reduce`.
+    Raises as :func:`run_ring_all_reduce`.
     """
     torch = _check_tensor(tensor, "tensor")
     work = tensor.detach().reshape(-1).clone(memory_format=torch.contiguous_format)
@@ -301,7 +301,7 @@ def ring_reduce_scatter(tensor, op: str = "sum", group=None) -> RankResult:
     return RankResult(work[bounds[rank]:bounds[rank + 1]].clone(), sent, received)
 
 
-def ring_all_gather(shard, group=None, numel: int | None = None, out=None) -> RankResult:
+def run_ring_all_gather(shard, group=None, numel: int | None = None, out=None) -> RankResult:
     """Ring all-gather: every rank gets the concatenation of all ranks' flattened ``shard``.
 
     Args:
@@ -332,3 +332,10 @@ def ring_all_gather(shard, group=None, numel: int | None = None, out=None) -> Ra
     out[bounds[rank]:bounds[rank + 1]] = shard.detach().reshape(-1)  # own piece: placement, not traffic
     sent, received = _run_ring(ring_all_gather_schedule, out, "sum", group)
     return RankResult(out, sent, received)
+
+
+# The runners' names before they said "run": the same objects, so code written against them runs.
+ring_all_reduce = run_ring_all_reduce
+ring_reduce_scatter = run_ring_reduce_scatter
+ring_all_gather = run_ring_all_gather
+OLD_NAMES = ("ring_all_reduce", "ring_reduce_scatter", "ring_all_gather")  # each is ``run_<name>``

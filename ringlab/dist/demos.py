@@ -1,10 +1,10 @@
-"""Per-rank functions that notebook 03 (P9) runs in real processes through :func:`ringlab.dist.launch`.
+"""Per-rank functions that notebook 03 (card 03) runs in real processes through :func:`ringlab.dist.launch`.
 
 Spawned processes import the function they run by name, so a function typed into a notebook
 cell cannot be launched; the notebook's functions live here instead. Importing this module does
 not import torch; calling its functions does (``pip install 'ringlab[torch]'``).
 
-* :func:`widely_copied_reduce_scatter`: the wrong P9 version (forwards original chunks).
+* :func:`widely_copied_reduce_scatter`: the wrong version of card 03 (forwards original chunks).
 * :func:`p9_demo`: one launch of four ranks comparing it, ringlab's ring and torch.distributed.
 * :func:`blocking_exchange`: every rank sends before it receives, which deadlocks on gloo.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 
-from .collectives import ring_all_gather, ring_reduce_scatter, torch_modules
+from .collectives import run_ring_all_gather, run_ring_reduce_scatter, torch_modules
 
 
 def widely_copied_reduce_scatter(tensor, group):
@@ -25,7 +25,7 @@ def widely_copied_reduce_scatter(tensor, group):
     Its traffic is the correct ring's (each rank sends every chunk but its own, once), so a
     byte count cannot reveal the mistake; the values can.
 
-    Args and returns as ``ring_reduce_scatter_p2p`` of exercise ex06: ``tensor`` 1-D, chunked by
+    Args and returns as ``ring_reduce_scatter_p2p`` of exercise 03a: ``tensor`` 1-D, chunked by
     ``torch.tensor_split``; returns ``(chunk rank of the "sum", bytes sent)``.
     """
     torch, dist = torch_modules()
@@ -69,7 +69,7 @@ def blocking_exchange(group, numel: int):
 
 
 def p9_demo(numel: int, deadlock_timeout_s: float = 2.0) -> dict:
-    """Run in each of 4 launched ranks: P9 at world sizes 2, 3 and 4 on the same inputs.
+    """Run in each of 4 launched ranks: card 03 at world sizes 2, 3 and 4 on the same inputs.
 
     Rank k's input is ``numel`` float32 elements all equal to ``2**k``, so every element of a
     sum is a bit mask of the ranks whose data reached it (15 = ranks 0..3). For each world size
@@ -94,10 +94,10 @@ def p9_demo(numel: int, deadlock_timeout_s: float = 2.0) -> dict:
         if rank >= n:
             continue
         wrong, wrong_sent = widely_copied_reduce_scatter(x, group)
-        ring = ring_reduce_scatter(x, group=group)
+        ring = run_ring_reduce_scatter(x, group=group)
         library = torch.empty_like(ring.output)
         dist.reduce_scatter(library, list(torch.tensor_split(x, n)), group=group)
-        gathered = ring_all_gather(ring.output, group=group, numel=numel)
+        gathered = run_ring_all_gather(ring.output, group=group, numel=numel)
         reduced = x.clone()
         dist.all_reduce(reduced, group=group)
         results[n] = {"wrong": wrong.tolist(), "wrong_sent": wrong_sent, "ring": ring.output.tolist(),

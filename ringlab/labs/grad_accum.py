@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ringlab.optional import require_torch
 from ringlab.sim.gradients import seeded_parameters_
 
 LOOPS = ("every_backward", "no_sync", "forward_outside_no_sync")
@@ -36,19 +37,10 @@ IN_FEATURES, HIDDEN, OUT_FEATURES = 8, 16, 4
 BUCKET_LAYOUTS = {"one bucket": 25.0, "one bucket per parameter": 1e-6}
 
 
-def _torch():
-    try:
-        import torch
-        import torch.distributed as dist
-    except ImportError as exc:  # pragma: no cover - exercised only without torch
-        raise ImportError("ringlab.labs.grad_accum needs torch: pip install 'ringlab[torch]'") from exc
-    return torch, dist
-
-
 def make_model(seed: int = 0):
     """The small MLP of this lab: Linear(8, 16) -> Tanh -> Linear(16, 4), float32, weights from ``seed``
     (numpy's generator through :func:`ringlab.sim.gradients.seeded_parameters_`: the same on every machine)."""
-    torch, _ = _torch()
+    torch, _ = require_torch(__name__)
     model = torch.nn.Sequential(torch.nn.Linear(IN_FEATURES, HIDDEN), torch.nn.Tanh(),
                                 torch.nn.Linear(HIDDEN, OUT_FEATURES))
     seeded_parameters_(model, seed)
@@ -62,7 +54,7 @@ def make_batches(seed: int, world_size: int, k: int, micro_batch: int = 3):
     normal values from numpy ``default_rng(seed)`` (``torch.randn`` gives different values under
     different CPU kernels).
     """
-    torch, _ = _torch()
+    torch, _ = require_torch(__name__)
     rng = np.random.default_rng(seed)
     return (torch.from_numpy(rng.standard_normal((world_size, k, micro_batch, IN_FEATURES), dtype=np.float32)),
             torch.from_numpy(rng.standard_normal((world_size, k, micro_batch, OUT_FEATURES), dtype=np.float32)))
@@ -70,12 +62,12 @@ def make_batches(seed: int, world_size: int, k: int, micro_batch: int = 3):
 
 def mse(output, target):
     """Mean squared error over all elements (``torch.nn.functional.mse_loss``)."""
-    return _torch()[0].nn.functional.mse_loss(output, target)
+    return require_torch(__name__)[0].nn.functional.mse_loss(output, target)
 
 
 def flat_grad(model):
     """All parameter gradients concatenated in ``parameters()`` order (float32, 1-D)."""
-    torch, _ = _torch()
+    torch, _ = require_torch(__name__)
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
 
@@ -172,7 +164,7 @@ def check_grads_in_sync(model, group=None, atol: float = 0.0):
     Raises GradientsOutOfSyncError naming the ranks and the first parameter (by name) that differ
     from rank 0's, and ValueError for a negative ``atol``. Every rank must call it (a collective).
     """
-    torch, dist = _torch()
+    torch, dist = require_torch(__name__)
     if atol < 0:
         raise ValueError(f"atol must be >= 0, got {atol!r}")
     named = list(model.named_parameters())
@@ -221,7 +213,7 @@ class LoopReport:
 
 
 def _rank_measure(loops, k, layouts, steps, seed) -> list[LoopReport]:
-    torch, dist = _torch()
+    torch, dist = require_torch(__name__)
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank, world_size = dist.get_rank(), dist.get_world_size()

@@ -19,9 +19,9 @@ from ringlab.collectives import (
     Schedule,
     chunk_bounds,
     chunk_sizes,
-    ring_all_gather,
-    ring_all_reduce,
-    ring_reduce_scatter,
+    ring_all_gather_schedule,
+    ring_all_reduce_schedule,
+    ring_reduce_scatter_schedule,
 )
 
 from .executor import Counts, Events, Plan, compile_schedule, execute
@@ -270,8 +270,8 @@ def ring_allreduce(inputs, op: str = "sum", trace: bool = False) -> CollectiveRe
         ImportError: never for numpy input; torch is imported only when a tensor is passed.
     """
     x = as_rank_array(inputs)
-    guard_memory(ring_all_reduce(x.shape[0]), numel_of(x), dtype_of(x))
-    return _run(_plan(ring_all_reduce, x.shape[0], numel_of(x)), x, op, trace)
+    guard_memory(ring_all_reduce_schedule(x.shape[0]), numel_of(x), dtype_of(x))
+    return _run(_plan(ring_all_reduce_schedule, x.shape[0], numel_of(x)), x, op, trace)
 
 
 def reduce_scatter(inputs, op: str = "sum", trace: bool = False) -> CollectiveResult:
@@ -284,8 +284,8 @@ def reduce_scatter(inputs, op: str = "sum", trace: bool = False) -> CollectiveRe
     """
     x = as_rank_array(inputs)
     n, numel = x.shape[0], numel_of(x)
-    guard_memory(ring_reduce_scatter(n), numel, dtype_of(x))
-    full = _run(_plan(ring_reduce_scatter, n, numel), x, op, trace)
+    guard_memory(ring_reduce_scatter_schedule(n), numel, dtype_of(x))
+    full = _run(_plan(ring_reduce_scatter_schedule, n, numel), x, op, trace)
     return CollectiveResult(own_chunks(full.outputs.reshape(n, numel)), full.traffic, full.schedule, full.events)
 
 
@@ -305,7 +305,7 @@ def all_gather(inputs, trace: bool = False) -> CollectiveResult:
         ValueError: empty input, or shard lengths that do not follow the array_split layout.
         TypeError: unsupported or mixed dtypes.
     """
-    return gather_shards(lambda n, numel: _plan(ring_all_gather, n, numel), inputs, trace)
+    return gather_shards(lambda n, numel: _plan(ring_all_gather_schedule, n, numel), inputs, trace)
 
 
 def gather_shards(plan_for, inputs, trace: bool) -> CollectiveResult:
@@ -314,7 +314,7 @@ def gather_shards(plan_for, inputs, trace: bool) -> CollectiveResult:
     Each rank's shard is placed at its own chunk of its output row first (setup, not traffic).
     Raises ValueError when the shard lengths do not follow numpy.array_split of their total.
     """
-    shards = _shards(inputs)
+    shards = rank_shards(inputs)
     n = len(shards)
     sizes = np.array([s.shape[0] for s in shards], dtype=np.int64)
     numel = int(sizes.sum())
@@ -336,7 +336,13 @@ def gather_shards(plan_for, inputs, trace: bool) -> CollectiveResult:
     return CollectiveResult(out, traffic_of(counts), plan.schedule, events)
 
 
-def _shards(inputs) -> list:
+def rank_shards(inputs) -> list:
+    """One flat shard per rank from an ndarray/tensor ``(world_size, ...)`` or a list of arrays/tensors.
+
+    List entries may differ in length (all-gather inputs) but not in dtype. Returns a list of 1-D
+    numpy arrays or torch tensors. Raises TypeError for another container, mixed or unsupported
+    dtypes; ValueError for an empty list.
+    """
     if isinstance(inputs, np.ndarray) or is_tensor(inputs):
         x = as_rank_array(inputs)
         return list(x.reshape(x.shape[0], numel_of(x)))

@@ -32,7 +32,6 @@ from ringlab.collectives.registry import REDUCING
 
 from .api import (
     CollectiveResult,
-    _shards,
     as_rank_array,
     divide_by_world_size,
     dtype_of,
@@ -41,6 +40,7 @@ from .api import (
     is_tensor,
     numel_of,
     own_chunks,
+    rank_shards,
     traffic_of,
 )
 from .executor import Plan, compile_schedule, execute
@@ -170,7 +170,7 @@ def expected_outputs(collective: str, inputs, op: str = "sum", root: int = 0):
     Shapes match :func:`run_collective`'s outputs, except reduce_scatter (the full reduced message, 1-D).
     """
     if collective == "all_gather":
-        shards = _shards(inputs)
+        shards = rank_shards(inputs)
         full = np.concatenate(shards)
         return np.broadcast_to(full, (len(shards), full.size)), None
     x = as_rank_array(inputs)

@@ -14,13 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-def _torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - exercised only without torch
-        raise ImportError("real-gradient input needs torch: pip install 'ringlab[torch]'") from exc
-    return torch
+from ringlab.optional import require_torch
 
 
 @dataclass(frozen=True)
@@ -59,7 +53,7 @@ def seeded_parameters_(module, seed) -> None:
     accepts. In place; returns None. Raises ValueError for a random 1-D parameter with no weight
     before it.
     """
-    torch = _torch()
+    torch, _ = require_torch("real-gradient input")
     rng = np.random.default_rng(seed)
     bound = None
     with torch.no_grad():
@@ -106,7 +100,7 @@ def shard_gradients(world_sizes, per_rank_batch: int = 4, seed: int = 0) -> dict
         raise ValueError(f"world_sizes must be integers >= 1, got {world_sizes!r}")
     if per_rank_batch < 1:
         raise ValueError(f"per_rank_batch must be >= 1, got {per_rank_batch}")
-    torch = _torch()
+    torch, _ = require_torch("real-gradient input")
     model = _model(torch, seed)
     total = sizes[-1] * per_rank_batch
     # separate streams for inputs and targets, so the first k examples never depend on ``total``

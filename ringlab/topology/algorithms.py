@@ -63,30 +63,31 @@ class ClusterAlgorithm:
 def _ring(collective: str) -> ClusterAlgorithm:
     return ClusterAlgorithm(
         collective, "ring_channels",
-        lambda c, ch: sch.ring_channels(collective, c.nodes, c.gpus_per_node, ch, c.fabric == "mesh"),
+        lambda c, ch: sch.ring_channels_schedule(collective, c.nodes, c.gpus_per_node, ch, c.fabric == "mesh"),
         lambda c, ch, numel, item: cf.ring_channels_link_bytes(collective, c, ch, numel, item),
         lambda c: None, "NCCL-style rings, one per channel, each leaving the node on another rail")
 
 
 CLUSTER_ALGORITHMS: dict[tuple[str, str], ClusterAlgorithm] = {(a.collective, a.name): a for a in (
     _ring("all_reduce"), _ring("reduce_scatter"), _ring("all_gather"),
-    ClusterAlgorithm("all_reduce", "hierarchical", lambda c, ch: sch.hierarchical_all_reduce(c.nodes, c.gpus_per_node),
+    ClusterAlgorithm("all_reduce", "hierarchical",
+                     lambda c, ch: sch.hierarchical_all_reduce_schedule(c.nodes, c.gpus_per_node),
                      lambda c, ch, numel, item: cf.hierarchical_link_bytes(c, numel, item),
                      lambda c: None, "reduce-scatter in node, ring all-reduce per rail, all-gather in node"),
     ClusterAlgorithm("all_reduce", "tree_chains",
-                     lambda c, ch: sch.tree_chains_all_reduce(c.nodes, c.gpus_per_node, ch, TREE_PIECES),
+                     lambda c, ch: sch.tree_chains_all_reduce_schedule(c.nodes, c.gpus_per_node, ch, TREE_PIECES),
                      lambda c, ch, numel, item: cf.tree_chains_link_bytes(c, ch, numel, item, TREE_PIECES),
                      _multi_node, "double binary tree between nodes, chains inside (NCCL TREE)"),
-    ClusterAlgorithm("all_reduce", "nvls", lambda c, ch: sch.nvls_all_reduce(1, c.gpus_per_node, TREE_PIECES),
+    ClusterAlgorithm("all_reduce", "nvls", lambda c, ch: sch.nvls_all_reduce_schedule(1, c.gpus_per_node, TREE_PIECES),
                      lambda c, ch, numel, item: cf.nvls_link_bytes(c, numel, item, TREE_PIECES),
                      lambda c: _nvls(c) or (None if c.nodes == 1 else "one NVLink domain only (see nvls_tree)"),
                      "NVLink SHARP: reduce and multicast in the NVSwitch (NCCL NVLS)"),
     ClusterAlgorithm("all_reduce", "nvls_tree",
-                     lambda c, ch: sch.nvls_all_reduce(c.nodes, c.gpus_per_node, TREE_PIECES),
+                     lambda c, ch: sch.nvls_all_reduce_schedule(c.nodes, c.gpus_per_node, TREE_PIECES),
                      lambda c, ch, numel, item: cf.nvls_link_bytes(c, numel, item, TREE_PIECES),
                      lambda c: _nvls(c) or _multi_node(c), "NVLS in each node, trees across nodes (NCCL NVLS_TREE)"),
     ClusterAlgorithm("all_reduce", "sharp",
-                     lambda c, ch: sch.hierarchical_all_reduce(c.nodes, c.gpus_per_node, in_network=True),
+                     lambda c, ch: sch.hierarchical_all_reduce_schedule(c.nodes, c.gpus_per_node, in_network=True),
                      lambda c, ch, numel, item: cf.hierarchical_link_bytes(c, numel, item, in_network=True),
                      lambda c: (None if c.sharp else f"{c.name} has no in-network reduction (SHARP)") or _multi_node(c),
                      "hierarchical with the cross-node all-reduce done in the switches (SHARP / CollNet)"),

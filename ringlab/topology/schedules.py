@@ -1,13 +1,14 @@
 """Topology-aware collectives as schedules: NCCL-style channels, hierarchy, trees with chains, NVLS, SHARP.
 
-Every builder takes the cluster's shape (``nodes`` K, ``gpus_per_node`` G; ranks in block placement,
-rank = node * G + gpu) and returns a :class:`ClusterSchedule`: an ordinary
-:class:`~ringlab.collectives.Schedule` of explicit steps (numpy arrays, no Python loop per transfer)
-that every executor runs, plus ``merge``: per step, one int8 per row saying whether a switch on the
-path combines it (``REDUCE_AT_SWITCH``: the copies bound for one (rank, chunk) meet in the switch and
-one reduced copy goes on from there; ``MULTICAST_AT_SWITCH``: one copy reaches the switch and is
-replicated to every receiver). Ranks still exchange exactly what the steps say, so results and
-per-rank bytes are checked as for any schedule; only the links past (or before) the switch carry less.
+Every builder (named ``<algorithm>_schedule``, as in :mod:`ringlab.collectives`) takes the cluster's
+shape (``nodes`` K, ``gpus_per_node`` G; ranks in block placement, rank = node * G + gpu) and returns a
+:class:`ClusterSchedule`: an ordinary :class:`~ringlab.collectives.Schedule` of explicit steps (numpy
+arrays, no Python loop per transfer) that every executor runs, plus ``merge``: per step, one int8 per
+row saying whether a switch on the path combines it (``REDUCE_AT_SWITCH``: the copies bound for one
+(rank, chunk) meet in the switch and one reduced copy goes on from there; ``MULTICAST_AT_SWITCH``: one
+copy reaches the switch and is replicated to every receiver). Ranks still exchange exactly what the
+steps say, so results and per-rank bytes are checked as for any schedule; only the links past (or
+before) the switch carry less.
 
 Algorithms (sources: NCCL ``src/graph/rings.cc``, ``trees.cc``, ``connect.cc``; NCCL 2.12 release notes for
 PXN and 2.17 for NVLS; Jeaugey, "Massively scale your deep learning training with NCCL 2.4", NVIDIA
@@ -125,7 +126,8 @@ def _ring_rows(orders: np.ndarray, phase: str):
     return out
 
 
-def ring_channels(collective: str, nodes: int, gpus_per_node: int, channels: int, mesh: bool = False) -> ClusterSchedule:
+def ring_channels_schedule(collective: str, nodes: int, gpus_per_node: int, channels: int,
+                           mesh: bool = False) -> ClusterSchedule:
     """Multi-channel ring ``all_reduce | reduce_scatter | all_gather`` (module docstring).
 
     ``num_chunks = N * C``; rank r owns chunks ``r * C .. r * C + C - 1`` (its 1/N of the message, one
@@ -183,7 +185,7 @@ def _rail_switch_all_reduce(k: int, g: int):
     return [(me, owner, chunk, True, REDUCE_AT_SWITCH), (owner, me, chunk, False, MULTICAST_AT_SWITCH)]
 
 
-def hierarchical_all_reduce(nodes: int, gpus_per_node: int, in_network: bool = False) -> ClusterSchedule:
+def hierarchical_all_reduce_schedule(nodes: int, gpus_per_node: int, in_network: bool = False) -> ClusterSchedule:
     """Reduce-scatter in each node, all-reduce across nodes on each rail, all-gather in each node.
 
     ``num_chunks = N``: chunk ``g * K + q`` is piece q of shard g. Steps ``2 (G - 1) + 2 (K - 1)``; with
@@ -218,7 +220,8 @@ def tree_chain_parents(nodes: int, gpus_per_node: int, channels: int) -> list[np
     return out
 
 
-def tree_chains_all_reduce(nodes: int, gpus_per_node: int, channels: int, pipeline_chunks: int = 4) -> ClusterSchedule:
+def tree_chains_all_reduce_schedule(nodes: int, gpus_per_node: int, channels: int,
+                                    pipeline_chunks: int = 4) -> ClusterSchedule:
     """NCCL-style tree all-reduce: 2C trees (chains in nodes, double binary tree between them), each
     ``1 / (2C)`` of the message in ``pipeline_chunks`` pieces. ``num_chunks = 2 C k``."""
     k, g, ch = _check_shape(nodes, gpus_per_node, channels)
@@ -233,7 +236,7 @@ def tree_chains_all_reduce(nodes: int, gpus_per_node: int, channels: int, pipeli
 
 # --- NVLS ------------------------------------------------------------------------------------
 
-def nvls_all_reduce(nodes: int, gpus_per_node: int, pieces: int = 4) -> ClusterSchedule:
+def nvls_all_reduce_schedule(nodes: int, gpus_per_node: int, pieces: int = 4) -> ClusterSchedule:
     """NVLS in each node (+ a double binary tree across nodes per rail when ``nodes > 1``: ``nvls_tree``).
 
     Chunk ``(2 q + t) * P + j`` is half t of slice q of piece j. Piece j: at step j every GPU sends its
@@ -284,3 +287,10 @@ def nvls_all_reduce(nodes: int, gpus_per_node: int, pieces: int = 4) -> ClusterS
                            Holdings.every(n, c), Holdings.every(n, c),
                            f"NVLS reduce + multicast in each node, {p} pieces" + (", double binary tree across nodes"
                                                                                   if k > 1 else ""), p)
+
+
+# The builders' names before they said "schedule": the same objects, so code written against them runs.
+ring_channels = ring_channels_schedule
+hierarchical_all_reduce = hierarchical_all_reduce_schedule
+tree_chains_all_reduce = tree_chains_all_reduce_schedule
+nvls_all_reduce = nvls_all_reduce_schedule

@@ -1,6 +1,6 @@
 """Pictures of the ring all-reduce schedule and its traffic, and a widget to step through it.
 
-Everything drawn comes from the schedule data (:func:`ringlab.collectives.ring_all_reduce`)
+Everything drawn comes from the schedule data (:func:`ringlab.collectives.ring_all_reduce_schedule`)
 and its symbolic replay, not from a separate description of the algorithm.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ringlab.collectives import replay, ring_all_reduce
+from ringlab.collectives import replay, ring_all_reduce_schedule
 
 from ._mpl import pyplot, show, widgets
 
@@ -21,7 +21,7 @@ def ring_state(world_size: int, step: int) -> dict:
     ranks' data the copy holds, "transfers": [(src, dst, chunk, reduce), ...]}``.
     Raises ValueError for a step outside 0 .. 2(N-1).
     """
-    sched = ring_all_reduce(world_size)
+    sched = ring_all_reduce_schedule(world_size)
     if not 0 <= step <= sched.num_steps:
         raise ValueError(f"step must be in 0..{sched.num_steps} for world_size={world_size}, got {step}")
     states = list(replay(sched))

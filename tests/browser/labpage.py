@@ -104,7 +104,9 @@ def signature(explorer) -> tuple:
 
 
 def controls(explorer) -> list[tuple[str, object]]:
-    """(description, locator) of each slider, dropdown, toggle-buttons group and checkbox in an explorer."""
+    """(description, locator) of each slider, dropdown, toggle-buttons group and checkbox in an explorer; for an
+    explorer whose only controls are push buttons (the practice card: Check, Hint, Show answer, New numbers),
+    each button. Buttons beside other controls often just re-run what the others show, so they are left out."""
     found = []
     kinds = {".widget-slider": "slider", ".widget-dropdown": "dropdown", ".widget-toggle-buttons": "toggle",
              ".widget-checkbox": "checkbox", ".widget-radio": "radio"}
@@ -114,13 +116,18 @@ def controls(explorer) -> list[tuple[str, object]]:
             label = ctl.locator(".widget-label").first
             text = label.inner_text().strip() if label.count() else ""
             found.append((f"{kind} {text or i}", ctl))
+    if not found:
+        buttons = explorer.locator("button.widget-button")
+        found = [(f"button {buttons.nth(i).inner_text().strip() or i}", buttons.nth(i)) for i in range(buttons.count())]
     return found
 
 
 def move(control) -> None:
     """Change a control's value the way a user does; AssertionError if it cannot be changed."""
     cls = control.get_attribute("class") or ""
-    if "widget-slider" in cls:
+    if "widget-button" in cls:
+        control.click()
+    elif "widget-slider" in cls:
         handle = control.locator(".noUi-handle").first
         before = handle.get_attribute("aria-valuenow")
         at_max = float(before) >= float(handle.get_attribute("aria-valuemax"))
@@ -210,7 +217,7 @@ def check_explorers(page, url: str, root: Path, name: str, screenshot: Path | No
         if not found:
             report.failures.append(f"{name}: explorer {i} has no slider, dropdown, toggle or checkbox")
         for label, ctl in found:
-            if ctl.evaluate("e => !!e.querySelector('[disabled]')"):
+            if ctl.evaluate("e => e.disabled === true || !!e.querySelector('[disabled]')"):
                 continue  # greyed out in this state (e.g. a parameter of another schedule); a user cannot move it
             before = signature(explorer)
             move(ctl)

@@ -28,9 +28,9 @@ if not dist.is_available():  # pragma: no cover
 from ringlab.dist import (  # noqa: E402
     collectives,
     launch,
-    ring_all_gather,
-    ring_all_reduce,
-    ring_reduce_scatter,
+    run_ring_all_gather,
+    run_ring_all_reduce,
+    run_ring_reduce_scatter,
     run_schedule,
 )
 
@@ -100,11 +100,11 @@ def _rank_checks():
         for case_id, (numel, dtype, op, piece_bytes) in enumerate(_cases(k)):
             default_piece, collectives.PIECE_BYTES = collectives.PIECE_BYTES, piece_bytes or collectives.PIECE_BYTES
             x = _input(me, numel, dtype, case_id)
-            ar = ring_all_reduce(x, op=op, group=group)
-            rs = ring_reduce_scatter(x, op=op, group=group)
+            ar = run_ring_all_reduce(x, op=op, group=group)
+            rs = run_ring_reduce_scatter(x, op=op, group=group)
             bounds = [0] + np.cumsum(chunk_sizes(numel, k)).tolist()
             shard = x[bounds[group_rank]:bounds[group_rank + 1]]
-            ag = ring_all_gather(shard, group=group, numel=numel)
+            ag = run_ring_all_gather(shard, group=group, numel=numel)
             records[(name, case_id)] = {
                 "rank": group_rank, "x": _numpy(x),
                 "all_reduce": (_numpy(ar.output), ar.bytes_sent, ar.bytes_received),
@@ -114,7 +114,7 @@ def _rank_checks():
                         for c in ("all_reduce", "reduce_scatter", "all_gather")},
             }
             collectives.PIECE_BYTES = default_piece
-    shaped = ring_all_reduce(torch.full((3, 7), float(me)))  # shape kept, default group
+    shaped = run_ring_all_reduce(torch.full((3, 7), float(me)))  # shape kept, default group
     records["shaped"] = (tuple(shaped.output.shape), _numpy(shaped.output))
     x = _input(me, 103, "float32", 999)
     buf = x.clone()

@@ -170,10 +170,13 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str, list, str]]:
         "--out": (outs + [("full device", "/dev/full"), ("endless device", "/dev/zero")], "text"), "--count": (POSINT_BAD, "int"),
         "--duration": (DURATION_BAD, "duration"), "--backend": (CHOICE_BAD, "choice"),
         "--smi-timeout": (DURATION_BAD, "duration"), "--nvml-timeout": (DURATION_BAD, "duration")})
-    add(["check"], ["ex01"], {"--file": (TEXT_BAD + files[:2] + files[-1:], "text"),
+    add(["check"], ["01a"], {"--file": (TEXT_BAD + files[:2] + files[-1:], "text"),
                               "--timeout": (DURATION_BAD, "duration")})
     table.append(("check EXERCISE", ["check"], "exercise", NAME_BAD, "name"))
     table.append(("practice CARD", ["practice", "--reveal"], "card", NAME_BAD, "name"))
+    table.append(("topic TOPIC", ["topic"], "topic", NAME_BAD, "name"))
+    add(["practice", "--session", "05"], [], {"--random": (POSINT_BAD, "int"), "--mock": (POSINT_BAD, "int"),
+                                              "--seed": (INT0_BAD, "int"), "--budget": (DURATION_BAD, "duration")})
     add(["explain", str(NCCL_TABLE)], [], {
         "--nics": (POSINT_BAD, "int"), "--nic-gbps": (REAL_POS_BAD, "float"), "--plot": (outs, "text")})
     table.append(("explain FILE", ["explain"], "file", TEXT_BAD + files + [("dev zero", "/dev/zero")], "text"))

@@ -1,16 +1,16 @@
-"""The logs ex19's grader writes read back through ringlab.nccl as described: an independent check of the
+"""The logs 16a's grader writes read back through ringlab.nccl as described: an independent check of the
 grader's line formats (ringlab.nccl's parsers were built on real logs, tests/fixtures/nccl)."""
 
 from hypothesis import given, settings
 
-from ringlab.check.nccl_graders import diagnose_cases, diagnose_strategy, nccl_log, truth
+from ringlab.check.graders.reading_nccl import diagnose_cases, diagnose_strategy, nccl_log, truth
 from ringlab.nccl import explain_texts
 
 LABEL = {"IB": "IB", "RoCE": "RoCE", "Socket": "Socket", "EFA": "EFA"}
 
 
 def _check(case):
-    (report,) = explain_texts([("ex19", nccl_log(**case))])
+    (report,) = explain_texts([("16a", nccl_log(**case))])
     f = report.facts
     nodes, gpus = case["nodes"], case["gpus_per_node"]
     assert (f.nodes, f.gpus_per_node, f.world_size) == (nodes, gpus, nodes * gpus)

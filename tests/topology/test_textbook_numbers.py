@@ -103,7 +103,7 @@ def test_ex16_closed_form_agrees_with_the_routed_model(preset, nodes):
 
     from ringlab.check import load
 
-    solution = load("ex16", Path(__file__).resolve().parents[2] / "solutions" / "ex16_nvlink_fabric.py")
+    solution = load("13a", Path(__file__).resolve().parents[2] / "solutions" / "13_nvlink_and_fabric.py")
     c = get_cluster(preset, nodes)
     link, busbw = solution(nodes, c.gpus_per_node, c.gpu_bandwidth / 1e9, c.nics_per_node, c.nic_gbps)
     routed = cost_of(build_on_cluster("all_reduce", "ring_channels", c), c, c.world_size * c.gpus_per_node * 1000)

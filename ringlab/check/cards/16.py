@@ -1,0 +1,50 @@
+"""Card 16 (Reading NCCL: is this busbw expected?): the values its text uses."""
+
+from __future__ import annotations
+
+from ringlab.check.cards import Ask
+
+PARAMS = {"nodes": 2, "size": 8 * 2**30, "time_us": 84_000}  # the run of notebook 16
+NODES = (2, 4, 8, 16)
+SIZES = (2**30, 2**31, 2**32, 2**33)  # rows of `-b 8 -e 8G -f 2`: 8 x 2**k bytes
+
+ASKS = (
+    Ask("algbw_gbs", "algbw of that row", unit="B/s", show="GB/s", rel_tol=0.01),
+    Ask("busbw_gbs", "busbw of that row", unit="B/s", show="GB/s", rel_tol=0.01),
+)
+
+
+def values(nodes: int = 2, size: int = 8 * 2**30, time_us: int = 84_000) -> dict:
+    """The ``size``-byte row of an all_reduce_perf run over ``nodes`` DGX H100 nodes that took ``time_us``:
+    algbw, busbw (nccl-tests' factors, ``bus_factor``) against the rails' line rate."""
+    from ringlab.collectives.cost import bus_factor
+    from ringlab.topology import get_cluster
+
+    tcp_gbps = 100
+    cluster = get_cluster("dgx-h100", nodes)  # the ring busbw line rate across nodes: all rails in use
+    n, ceiling = cluster.world_size, cluster.node_network_bandwidth
+    algbw = size / (time_us * 1e-6)
+    busbw = algbw * bus_factor("all_reduce", n)
+    half = cluster.nics_per_node // 2
+    return {
+        "nodes": nodes, "n": n, "nics": cluster.nics_per_node, "nic_gbps": cluster.nic_gbps, "size": size,
+        "time_us": time_us, "time_s": time_us * 1e-6, "algbw_gbs": algbw / 1e9, "busbw_gbs": busbw / 1e9,
+        "factor_ar": bus_factor("all_reduce", n), "factor_ag": bus_factor("all_gather", n),
+        "factor_bc": bus_factor("broadcast", n), "nic_gbs": cluster.nic_bandwidth / 1e9,
+        "ceiling_gbs": ceiling / 1e9, "efficiency": busbw / ceiling, "half_nics": half,
+        "half_ceiling_gbs": half * cluster.nic_bandwidth / 1e9, "half_efficiency": busbw / (half * cluster.nic_bandwidth),
+        "tcp_gbps": tcp_gbps, "tcp_gbs": tcp_gbps / 8, "tcp_ratio": ceiling / (tcp_gbps / 8 * 1e9),
+    }
+
+
+def draw(rng) -> dict:
+    """A node count and row of the tuples above, and a time that puts busbw at 40-50 % of the rails (so the
+    text's "half the NICs" reading lands at 80-100 %)."""
+    from ringlab.collectives.cost import bus_factor
+    from ringlab.topology import get_cluster
+
+    nodes, size = int(rng.choice(NODES)), int(rng.choice(SIZES))
+    cluster = get_cluster("dgx-h100", nodes)
+    busbw = rng.uniform(0.41, 0.49) * cluster.node_network_bandwidth  # inside 40-50 % after rounding the time
+    time_us = round(size * bus_factor("all_reduce", cluster.world_size) / busbw * 1e6)
+    return {"nodes": nodes, "size": size, "time_us": time_us}

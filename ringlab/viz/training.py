@@ -1,0 +1,134 @@
+"""Figures and an explorer for training at scale: memory per GPU by pipeline stage, traffic per dimension.
+
+Every number comes from :func:`ringlab.calc.training.plan.train_plan`; bytes are decimal GB (1e9 B).
+"""
+
+from __future__ import annotations
+
+import html
+
+from ringlab.calc import MODELS
+from ringlab.calc.training.layout import ParallelLayout
+from ringlab.calc.training.plan import TrainPlan, train_plan
+from ringlab.calc.training.traffic import DIMENSIONS
+
+from ._mpl import pyplot, show, widgets
+
+PARTS = ("params", "grads", "optimizer", "activations", "temporary")
+_COLORS = {"params": "#0969da", "grads": "#1a7f37", "optimizer": "#8250df", "activations": "#cf222e",
+           "temporary": "#9a6700"}
+ZERO = {"ZeRO-0 (DDP)": "ddp", "ZeRO-1": "zero1", "ZeRO-2": "zero2", "ZeRO-3 (FSDP full shard)": "zero3"}
+DEGREES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def memory_parts(plan: TrainPlan) -> dict[str, list[int]]:
+    """Bytes per GPU of every pipeline stage, by part (:data:`PARTS`), each a list over stages."""
+    rows = {part: [] for part in PARTS}
+    for m in plan.memory:
+        for part, value in zip(PARTS, (m.states.params, m.states.grads, m.states.optimizer, m.activations.total,
+                                       m.temporary)):
+            rows[part].append(value)
+    return rows
+
+
+def plot_memory_by_stage(plan: TrainPlan, capacity_gb: float | None = 80.0, ax=None):
+    """Stacked bars of per-GPU memory for each pipeline stage, with the GPU's capacity as a dashed line."""
+    plt = pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.6))
+    parts = memory_parts(plan)
+    stages = list(range(len(plan.memory)))
+    bottom = [0.0] * len(stages)
+    for part in PARTS:
+        values = [v / 1e9 for v in parts[part]]
+        if any(values):
+            ax.bar(stages, values, bottom=bottom, color=_COLORS[part], label=part, width=0.8)
+            bottom = [b + v for b, v in zip(bottom, values)]
+    if capacity_gb:
+        ax.axhline(capacity_gb, color="black", linestyle="--", linewidth=1, label=f"{capacity_gb:g} GB")
+    ax.set_xticks(stages if len(stages) <= 16 else stages[::max(1, len(stages) // 16)])
+    ax.set_xlabel("pipeline stage")
+    ax.set_ylabel("GB per GPU (1e9 B)")
+    ax.set_title(f"{plan.model.name}: memory per GPU")
+    ax.legend(fontsize=8, loc="upper right")
+    return ax.figure
+
+
+def plot_traffic_by_dimension(plan: TrainPlan, ax=None):
+    """Bars of bytes one GPU of the busiest stage sends per step, per parallel dimension."""
+    plt = pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.6))
+    totals = plan.traffic_by_dimension()
+    dims = [d for d in DIMENSIONS if totals[d]] or ["tp"]
+    values = [totals[d] / 1e9 for d in dims]
+    ax.bar(dims, values, color="#0969da")
+    if min(values) > 0 and max(values) / min(values) > 100:
+        ax.set_yscale("log")  # TP's bytes dwarf the rest: a log axis keeps every dimension visible
+    ax.set_ylabel("GB sent per GPU per step")
+    ax.set_title(f"traffic, stage {plan.busiest}")
+    return ax.figure
+
+
+def describe_plan(plan: TrainPlan) -> str:
+    """HTML caption: the layout, the busiest stage's memory, traffic per dimension and, if timed, MFU."""
+    m = plan.memory[plan.busiest]
+    traffic = ", ".join(f"{d.upper()} {v / 1e9:,.2f} GB" for d, v in plan.traffic_by_dimension().items() if v)
+    lines = [f"<b>{html.escape(plan.layout.describe())}</b>, {plan.batch.num_microbatches} micro-batches per replica",
+             f"stage {plan.busiest}: {m.total / 1e9:,.2f} GB per GPU (params {m.states.params / 1e9:,.2f}, "
+             f"grads {m.states.grads / 1e9:,.2f}, optimizer {m.states.optimizer / 1e9:,.2f}, activations "
+             f"{m.activations.total / 1e9:,.2f} with {m.activations.in_flight} in flight)",
+             f"sent per step: {traffic or 'nothing (one GPU)'}"]
+    if plan.time is not None:
+        lines.append(f"step {plan.time.step_time:,.2f} s on the cluster, MFU {plan.time.mfu:.1%} "
+                     "(matmuls at 0.75 of peak, assumed)")
+    return "<br>".join(lines)
+
+
+def draw_plan(plan: TrainPlan):
+    """Memory by stage and traffic by dimension side by side; returns the figure."""
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+    plot_memory_by_stage(plan, ax=left)
+    plot_traffic_by_dimension(plan, ax=right)
+    fig.tight_layout()
+    return fig
+
+
+def training_explorer(model: str = "llama-3-70b", seq_len: int = 8192, global_batch: int = 256, dp: int = 8,
+                      tp: int = 8, pp: int = 4, cp: int = 1, ep: int = 1, zero: str = "zero1",
+                      sequence_parallel: bool = True, recompute: str = "selective", topology: str = "dgx-h100"):
+    """Widget over :func:`train_plan`: model, degrees, ZeRO stage, SP and recompute; memory and traffic figures.
+
+    Returns an ``ipywidgets.VBox``. The callback only sets widget values (no printing, for nbval); a layout
+    the model cannot take shows the calculator's error in the caption instead of a figure.
+    """
+    w = widgets()
+    model_dd = w.Dropdown(options=list(MODELS), value=model, description="model")
+    seq_dd = w.Dropdown(options=(2048, 4096, 8192, 32768, 131072), value=seq_len, description="seq_len")
+    degrees = {name: w.Dropdown(options=DEGREES, value=value, description=name, layout=w.Layout(width="150px"))
+               for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep))}
+    zero_dd = w.Dropdown(options=list(ZERO.items()), value=zero, description="ZeRO")
+    sp_box = w.Checkbox(value=sequence_parallel, description="sequence parallel")
+    recompute_dd = w.Dropdown(options=("none", "selective", "full"), value=recompute, description="recompute")
+    caption = w.HTML()
+    image = w.Image(format="png")
+
+    def render(*_):
+        d = {name: dd.value for name, dd in degrees.items()}
+        try:
+            layout = ParallelLayout(d["dp"], d["tp"], d["pp"], d["cp"], d["ep"],
+                                    sequence_parallel=sp_box.value and d["tp"] > 1)
+            plan = train_plan(model_dd.value, layout, seq_dd.value, 1, max(global_batch, d["dp"]) // d["dp"] * d["dp"],
+                              zero_dd.value, recompute_dd.value, topology=topology)
+        except (ValueError, TypeError) as exc:
+            caption.value = f"<span style='color:#cf222e'>{html.escape(str(exc))}</span>"
+            return
+        show(image, caption, draw_plan(plan), describe_plan(plan))
+
+    controls = (model_dd, seq_dd, zero_dd, sp_box, recompute_dd, *degrees.values())
+    for control in controls:
+        control.observe(render, names="value")
+    render()
+    return w.VBox([w.HBox([model_dd, seq_dd]), w.HBox(list(degrees.values())),
+                   w.HBox([zero_dd, recompute_dd, sp_box]), caption, image])
