@@ -43,3 +43,19 @@ def test_old_topology_builder_name_is_the_schedule_builder(old):
     from ringlab.topology import schedules
 
     assert getattr(schedules, old) is getattr(schedules, f"{old}_schedule")
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A name that other modules need is public and documented; ``_name`` stays inside its module."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "ringlab"
+    found = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                local = node.level > 0 or (node.module or "").startswith("ringlab")
+                found += [f"{path.relative_to(root)}: {a.name}" for a in node.names
+                          if local and a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []

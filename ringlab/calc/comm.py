@@ -272,7 +272,6 @@ def canonical_strategy(strategy: str) -> str:
     return key
 
 
-_canonical_strategy = canonical_strategy  # its name while private; ringlab.calc.training still imports it
 
 
 def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = "bf16",

@@ -25,7 +25,8 @@ from __future__ import annotations
 from ringlab.calc.layers import LayerSpec
 
 
-def _norm(m, width: int) -> int:
+def norm_param_count(m, width: int) -> int:
+    """Weights of one norm of ``width`` features: ``width`` for RMSNorm, 2 x ``width`` (scale and bias) for LayerNorm."""
     return width * (2 if m.norm_type == "layernorm" else 1)
 
 
@@ -57,7 +58,8 @@ def _attention_params(m, layer: LayerSpec) -> int:
     return n + (heads if m.attention_sinks else 0)
 
 
-def _mixer_params(m, layer: LayerSpec) -> int:
+def mixer_param_count(m, layer: LayerSpec) -> int:
+    """Parameters of ``layer``'s token mixer (attention of any kind, or none) for model config ``m``."""
     if layer.mixer in ("full", "sliding", "chunked"):
         return _attention_params(m, layer)
     if layer.mixer == "mla":
@@ -69,7 +71,8 @@ def _mixer_params(m, layer: LayerSpec) -> int:
     return 0  # none
 
 
-def _mlp_params(m, width: int, bias: bool) -> int:
+def mlp_param_count(m, width: int, bias: bool) -> int:
+    """Parameters of one dense MLP of intermediate ``width`` (3 matrices when gated, else 2; biases if ``bias``)."""
     h = m.hidden_size
     matrices = 3 if m.mlp_gated else 2
     biases = ((2 if m.mlp_gated else 1) * width + h) if bias else 0
@@ -79,7 +82,7 @@ def _mlp_params(m, width: int, bias: bool) -> int:
 def _ffn_params(m, layer: LayerSpec, active: bool) -> int:
     h = m.hidden_size
     if layer.ffn == "dense":
-        return _mlp_params(m, layer.ffn_width, m.mlp_bias)
+        return mlp_param_count(m, layer.ffn_width, m.mlp_bias)
     if layer.ffn == "linear":
         return h * h
     if layer.ffn == "none":
@@ -88,16 +91,18 @@ def _ffn_params(m, layer: LayerSpec, active: bool) -> int:
     routed = m.num_experts_per_tok if active else experts
     # Router (hidden x experts). DeepSeek-V3's 256-entry score-correction bias is ignored (< 1e-7).
     n = h * experts + (experts if m.router_bias else 0)
-    n += (routed + (m.n_shared_experts or 0)) * _mlp_params(m, layer.ffn_width, m.expert_bias)
+    n += (routed + (m.n_shared_experts or 0)) * mlp_param_count(m, layer.ffn_width, m.expert_bias)
     if m.shared_expert_intermediate_size:
-        n += _mlp_params(m, m.shared_expert_intermediate_size, m.mlp_bias) + (h if m.shared_expert_gate else 0)
+        n += mlp_param_count(m, m.shared_expert_intermediate_size, m.mlp_bias) + (h if m.shared_expert_gate else 0)
     return n
 
 
-def _layer_params(m, layer: LayerSpec, active: bool) -> int:
+def layer_param_count(m, layer: LayerSpec, active: bool) -> int:
+    """Parameters of one decoder layer: mixer, FFN (``active``: only the routed top-k and shared experts of an
+    MoE layer) and its norms."""
     parts = (layer.mixer != "none") + (layer.ffn != "none")
     norms = m.norms_per_layer if parts == 2 else parts
-    return _mixer_params(m, layer) + _ffn_params(m, layer, active) + norms * _norm(m, m.hidden_size)
+    return mixer_param_count(m, layer) + _ffn_params(m, layer, active) + norms * norm_param_count(m, m.hidden_size)
 
 
 def count_params(m, active: bool, include_mtp: bool) -> int:
@@ -113,13 +118,13 @@ def count_params(m, active: bool, include_mtp: bool) -> int:
     h = m.hidden_size
     embed = m.vocab_size * h
     head = 0 if m.tie_word_embeddings else embed
-    total = embed + head + (m.vocab_size if m.lm_head_bias else 0) + m.position_embeddings * h + _norm(m, h)
-    total += sum(_layer_params(m, layer, active) for layer in m.layers)
+    total = embed + head + (m.vocab_size if m.lm_head_bias else 0) + m.position_embeddings * h + norm_param_count(m, h)
+    total += sum(layer_param_count(m, layer, active) for layer in m.layers)
     if include_mtp and m.num_nextn_predict_layers:
         # DeepSeek-V3 checkpoint layer 61: one MoE layer, enorm + hnorm, eh_proj (2h -> h),
         # shared_head.norm, and its own stored copies of embed_tokens and shared_head.head.
         moe_layer = LayerSpec(m.num_hidden_layers, "mla" if m.uses_mla else "full", None, m.num_key_value_heads,
                               m.head_dim, m.v_head_dim or m.head_dim, "moe", m.expert_intermediate_size)
-        mtp = _layer_params(m, moe_layer, active) + 3 * _norm(m, h) + 2 * h * h + 2 * embed
+        mtp = layer_param_count(m, moe_layer, active) + 3 * norm_param_count(m, h) + 2 * h * h + 2 * embed
         total += m.num_nextn_predict_layers * mtp
     return total

@@ -79,7 +79,9 @@ def _check_choice(name: str, value, choices) -> str:
     return value
 
 
-def _check_setup(stages, microbatches, schedule, virtual_stages) -> tuple[int, int, str, int]:
+def check_pipeline_setup(stages, microbatches, schedule, virtual_stages) -> tuple[int, int, str, int]:
+    """``(p, m, schedule, v)`` checked: whole numbers >= 1 and a known schedule. Raises TypeError/ValueError
+    naming the argument and the accepted values."""
     p = check_number("stages", stages, 1, integer=True)
     m = check_number("microbatches", microbatches, 1, integer=True)
     schedule = _check_choice("schedule", schedule, SCHEDULES)
@@ -106,7 +108,7 @@ def bubble_time(stages: int, microbatches: int, schedule: str = "1f1b", virtual_
     multiple of ``stages`` for interleaved-1f1b, and ``microbatches < stages`` for zb-h1
     (where no closed form is given; simulate with :func:`pipeline_schedule`).
     """
-    p, m, schedule, v = _check_setup(stages, microbatches, schedule, virtual_stages)
+    p, m, schedule, v = check_pipeline_setup(stages, microbatches, schedule, virtual_stages)
     t_f, t_b, t_w = (check_number(n, t, strict=True) for n, t in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)))
     ideal = m * (t_f + t_b + t_w)
     if schedule == "zb-h1":
@@ -156,7 +158,7 @@ def peak_in_flight(stages: int, microbatches: int, schedule: str = "1f1b",
     1/v of a stage's activations: min(2(P-i-1) + (v-1)P + 1, vM) (Megatron-LM warm-up count
     plus the first steady-state forward). Errors as :func:`bubble_time`.
     """
-    p, m, schedule, v = _check_setup(stages, microbatches, schedule, virtual_stages)
+    p, m, schedule, v = check_pipeline_setup(stages, microbatches, schedule, virtual_stages)
     stage = np.arange(p)
     if schedule == "gpipe":
         return np.full(p, m, dtype=np.int64)
@@ -172,7 +174,7 @@ def peak_in_flight(stages: int, microbatches: int, schedule: str = "1f1b",
 # schedule prescribes, and each op starts when the stage is free and its inputs exist.
 # ---------------------------------------------------------------------------------------
 
-def _stage_orders(p: int, m: int, schedule: str, v: int) -> list[list[tuple[int, int, int]]]:
+def stage_op_orders(p: int, m: int, schedule: str, v: int) -> list[list[tuple[int, int, int]]]:
     """Per stage, the ordered list of (kind, micro-batch, chunk) ops the schedule runs."""
     orders = []
     for i in range(p):
@@ -202,7 +204,7 @@ def _stage_orders(p: int, m: int, schedule: str, v: int) -> list[list[tuple[int,
     return orders
 
 
-def _dependency(op: tuple[int, int, int], stage: int, p: int, v: int) -> tuple[tuple[int, int, int], int] | None:
+def op_dependency(op: tuple[int, int, int], stage: int, p: int, v: int) -> tuple[tuple[int, int, int], int] | None:
     """The (op, stage) that must finish before ``op`` can start on ``stage``, if any."""
     kind, mb, chunk = op
     if kind == WEIGHT:
@@ -316,11 +318,11 @@ def pipeline_schedule(stages: int, microbatches: int, schedule: str = "1f1b", vi
     are the times of one *chunk* op (a stage's forward is then ``v * t_f``). Returns a
     :class:`PipelineSchedule`; errors as :func:`bubble_time` (no zb-h1 range limits here).
     """
-    p, m, schedule, v = _check_setup(stages, microbatches, schedule, virtual_stages)
+    p, m, schedule, v = check_pipeline_setup(stages, microbatches, schedule, virtual_stages)
     t_f, t_b, t_w = (check_number(n, t, 1, integer=True) for n, t in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)))
     _check_grid_size(p, m, v, t_f + t_b + t_w)
     duration = {FORWARD: t_f, BACKWARD: t_b if schedule == "zb-h1" else t_b + t_w, WEIGHT: t_w}
-    orders = _stage_orders(p, m, schedule, v)
+    orders = stage_op_orders(p, m, schedule, v)
     finish: dict[tuple[tuple[int, int, int], int], int] = {}
     runs: list[tuple[int, int, int, tuple[int, int, int]]] = []  # (stage, start, end, op)
     cursor, free = [0] * p, [0] * p
@@ -330,7 +332,7 @@ def pipeline_schedule(stages: int, microbatches: int, schedule: str = "1f1b", vi
         for s in range(p):
             while cursor[s] < len(orders[s]):
                 op = orders[s][cursor[s]]
-                dep = _dependency(op, s, p, v)
+                dep = op_dependency(op, s, p, v)
                 if dep is not None and dep not in finish:
                     break
                 start = max(free[s], finish[dep] if dep is not None else 0)
@@ -339,7 +341,7 @@ def pipeline_schedule(stages: int, microbatches: int, schedule: str = "1f1b", vi
                 cursor[s] += 1
                 remaining -= 1
                 progressed = True
-        if not progressed:  # an order that waits on itself is a bug in _stage_orders
+        if not progressed:  # an order that waits on itself is a bug in stage_op_orders
             raise RuntimeError(f"pipeline schedule {schedule!r} deadlocked (P={p}, M={m}, v={v})")
     makespan = max(free)
     kind = np.zeros((makespan, p), dtype=np.int8)

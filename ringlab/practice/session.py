@@ -184,10 +184,12 @@ class Session:
             else:
                 mark = None
                 while mark is None:
-                    line = self.read(f"  [?] {text} -- did you? [y/n]> ").lower()
+                    line = self.read(f"  [?] {text} -- did you? [y/n, q to stop]> ").lower()
+                    if line == "q":
+                        raise Quit
                     mark = {"y": True, "yes": True, "n": False, "no": False}.get(line)
                     if mark is None:
-                        self.write("  type y or n")
+                        self.write("  type y or n (q ends the session)")
             result.marks.append((text, mark))
 
     def run_card(self, card: Card, index: int) -> CardResult:

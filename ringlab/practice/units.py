@@ -106,14 +106,21 @@ class Verdict:
     expected: float | None = None  # the worked value, in the base unit
 
 
-def _slips(world_size: int | None, noun: str) -> list[tuple[float, str]]:
+def _slips(world_size: int | None, noun: str, unit: str) -> list[tuple[float, str]]:
+    """(factor, name) of the slips an answer in ``unit`` can make: decimal against binary prefixes and bits
+    against bytes only for byte quantities, a thousand for any prefixed unit, a hundred for a plain number
+    (a percentage typed where a fraction was asked), the count for per-rank against total."""
     slips = []
-    for k, (dec, binary) in enumerate((("kB", "KiB"), ("MB", "MiB"), ("GB", "GiB"), ("TB", "TiB")), start=1):
-        slips.append((1024**k / 1000**k, f"{dec} vs {binary} confusion (1 {binary} = {1024**k / 1000**k:.4g} {dec})"))
-    slips.append((8.0, "bits vs bytes (a factor of 8)"))
+    if unit in ("B", "B/s"):
+        for k, (dec, binary) in enumerate((("kB", "KiB"), ("MB", "MiB"), ("GB", "GiB"), ("TB", "TiB")), start=1):
+            slips.append((1024**k / 1000**k, f"{dec} vs {binary} confusion (1 {binary} = {1024**k / 1000**k:.4g} {dec})"))
+        slips.append((8.0, "bits vs bytes (a factor of 8)"))
     if world_size and world_size > 1:
         slips.append((float(world_size), f"per-{noun} vs total (a factor of {world_size:,})"))
-    slips.append((1000.0, "a prefix slip (a factor of 1000: ms vs s, MB vs GB)"))
+    if unit == "1":
+        slips.append((100.0, "a percentage where a fraction was asked, or the other way (a factor of 100)"))
+    else:
+        slips.append((1000.0, "a prefix slip (a factor of 1000: ms vs s, MB vs GB)"))
     return slips
 
 
@@ -159,7 +166,7 @@ def check_answer(ask, expected: float, text: str, values: dict | None = None,
     if want != 0 and got.value != 0:
         ratio = got.value / want
         world = int((values or {}).get(ask.world_size, 0)) if ask.world_size else None
-        found = [(name, direction) for factor, name in _slips(world, ask.per)
+        found = [(name, direction) for factor, name in _slips(world, ask.per, ask.unit)
                  for r, direction in ((factor, "too large"), (1 / factor, "too small"))
                  if math.isclose(ratio, r, rel_tol=max(ask.rel_tol, 0.01))]
         if found:  # two slips can share a factor (8 ranks, 8 bits): name both

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ringlab.calc.training.timeline import bucket_step, ddp_step, fsdp_step, model_layer_costs
+from ringlab.calc.training.timeline import bucket_step, ddp_buckets, ddp_step, fsdp_step, model_layer_costs
 
 from ._mpl import pyplot, show, widgets
 
@@ -140,11 +140,15 @@ def timeline_explorer(model: str = "llama-3-8b", seq_len: int = 4096, micro_batc
         cap.disabled, prefetch.disabled, two_streams.disabled = not ddp, ddp, ddp
         if ddp:
             t = ddp_step(layers, world.value, fabric.value, bucket_cap_mb=cap.value)
+            # the cap and the buckets it makes: below the size of one layer every cap gives the same buckets
+            setting = f"bucket_cap_mb {cap.value:,.3g}: {len(ddp_buckets(layers, cap.value))} buckets | "
         else:
+            setting = ""
             t = fsdp_step(layers, world.value, fabric.value, forward_prefetch=prefetch.value,
                           backward_prefetch=prefetch.value, streams="two" if two_streams.value else "one")
         show(image, caption, draw_timeline(t),
              f"<code>{model}, {seq_len} tokens x {micro_batch} per GPU on {hardware} at {efficiency:.0%} of peak | "
+             f"{setting}"
              f"step {_ms(t.step_time):.1f} ms, compute {_ms(t.compute_time()):.1f} ms, exposed "
              f"{_ms(t.exposed_total()):.1f} ms, sent {t.bytes_sent() / 1e9:.2f} GB per rank</code>")
 

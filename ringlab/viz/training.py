@@ -115,14 +115,23 @@ def training_explorer(model: str = "llama-3-70b", seq_len: int = 8192, global_ba
     image = w.Image(format="png")
 
     def render(*_):
+        # Expert parallelism applies to MoE layers only: greyed out (and 1) for a dense model.
+        moe = MODELS[model_dd.value].is_moe
+        degrees["ep"].disabled = not moe
+        if not moe and degrees["ep"].value != 1:
+            degrees["ep"].value = 1  # observed: this call renders again
+            return
         d = {name: dd.value for name, dd in degrees.items()}
+        tried = (f"DP{d['dp']} x TP{d['tp']} x PP{d['pp']} x CP{d['cp']} x EP{d['ep']}, {zero_dd.value}, "
+                 f"recompute {recompute_dd.value}, sequence parallel {'on' if sp_box.value else 'off'}")
         try:
             layout = ParallelLayout(d["dp"], d["tp"], d["pp"], d["cp"], d["ep"],
                                     sequence_parallel=sp_box.value and d["tp"] > 1)
             plan = train_plan(model_dd.value, layout, seq_dd.value, 1, max(global_batch, d["dp"]) // d["dp"] * d["dp"],
                               zero_dd.value, recompute_dd.value, topology=topology)
         except (ValueError, TypeError) as exc:
-            caption.value = f"<span style='color:#cf222e'>{html.escape(str(exc))}</span>"
+            # name the layout tried, so every change of a control shows even while the layout stays invalid
+            caption.value = f"<span style='color:#cf222e'>{html.escape(tried)}: {html.escape(str(exc))}</span>"
             return
         show(image, caption, draw_plan(plan), describe_plan(plan))
 

@@ -43,6 +43,14 @@ def test_two_slips_with_one_factor_are_both_named():
     assert "bits vs bytes" in verdict.mistake and "per-rank vs total" in verdict.mistake
 
 
+def test_byte_slips_are_never_named_for_a_plain_number():
+    # 15/96 against 1/7: a ratio of 1.094, near 1 TiB / 1 TB = 1.0995, but a fraction has no unit to confuse
+    verdict = check_answer(FRACTION, 1 / 7, "15/96")
+    assert not verdict.correct and verdict.mistake == "wrong value"
+    assert "percentage" in check_answer(FRACTION, 1 / 7, str(100 / 7)).mistake
+    assert "GB vs GiB" not in check_answer(MS, 2.0, str(2.0 * 2**30 / 1e9)).message
+
+
 def test_per_rank_slip_needs_the_world_size():
     assert "per-rank" not in check_answer(TOTAL, 140e9, "1.12 TB", {"n": 1}).message
     per_seq = Ask("total", "KV", unit="B", world_size="seqs", per="sequence")

@@ -223,3 +223,14 @@ def test_any_keyboard_input_ends_cleanly(cid, seed, lines):
                       clock=clock, save=False).run()
     assert len(results) == 1
     assert results[0].score is None or 0 <= results[0].score <= 1
+
+
+def test_q_at_a_rubric_prompt_ends_the_session_and_keeps_the_answers(monkeypatch, capsys):
+    _, cap = run(["--session", "08", "--seed", "5"], [], monkeypatch, capsys)
+    p, m = bubble_question(cap.out)
+    ideal, wall = Fraction(p - 1, m), Fraction(p - 1, m + p - 1)
+    code, cap = run(["--session", "08", "--seed", "5"],
+                    [f"{float(ideal):.4f}", f"{wall.numerator}/{wall.denominator}", "q", "never read"],
+                    monkeypatch, capsys)
+    assert code == 0 and "type y or n" not in cap.out and "session ended" in cap.out
+    assert json.loads(state.state_path().read_text())["cards"]["08"]["right"] == 2

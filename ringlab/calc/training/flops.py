@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from ringlab.calc.layers import LayerSpec
 from ringlab.calc.models import ModelConfig, get_model
-from ringlab.calc.params import _layer_params
+from ringlab.calc.params import layer_param_count
 from ringlab.calc.parsing import check_int
 
 RECOMPUTE = ("none", "selective", "full")
@@ -125,7 +125,7 @@ def layer_flops(model: str | ModelConfig, layer: LayerSpec, seq_len: int, micro_
     model = get_model(model)
     s = check_int(seq_len, "seq_len", min=1)
     b = check_int(micro_batch, "micro_batch", min=1)
-    matmul = 2 * _layer_params(model, layer, active=True) * b * s
+    matmul = 2 * layer_param_count(model, layer, active=True) * b * s
     d_qk, d_v = _head_dims(model, layer)
     attention = 2 * attention_pairs(layer, s, causal) * model.num_attention_heads * (d_qk + d_v) * b
     return LayerFlops(layer.index, layer.mixer, layer.ffn, matmul, attention)

@@ -34,11 +34,11 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ringlab.calc.comm import _canonical_strategy, grad_comm_bytes
+from ringlab.calc.comm import canonical_strategy, grad_comm_bytes
 from ringlab.calc.kvcache import kv_heads_per_rank
 from ringlab.calc.layers import LayerSpec
 from ringlab.calc.models import ModelConfig
-from ringlab.calc.params import _mixer_params, _mlp_params, _norm
+from ringlab.calc.params import mixer_param_count, mlp_param_count, norm_param_count
 from ringlab.calc.parsing import check_bool
 from ringlab.calc.training.layout import ParallelLayout, stage_layers
 from ringlab.calc.units import canonical_dtype, dtype_bytes
@@ -60,11 +60,11 @@ class StageParams:
 
 def _tp_attention_params(model: ModelConfig, layer: LayerSpec, tp: int) -> int:
     if layer.mixer == "mla":
-        return _mixer_params(dataclasses.replace(model, num_attention_heads=model.num_attention_heads // tp), layer)
+        return mixer_param_count(dataclasses.replace(model, num_attention_heads=model.num_attention_heads // tp), layer)
     kv = kv_heads_per_rank(model, tp) if layer.kv_heads == model.num_key_value_heads else max(1, layer.kv_heads // tp)
     heads = model.num_attention_heads // tp
     shard = dataclasses.replace(model, num_attention_heads=heads, num_key_value_heads=kv)
-    return _mixer_params(shard, dataclasses.replace(layer, kv_heads=kv))
+    return mixer_param_count(shard, dataclasses.replace(layer, kv_heads=kv))
 
 
 def layer_params_per_gpu(model: ModelConfig, layer: LayerSpec, layout: ParallelLayout) -> tuple[int, int]:
@@ -73,22 +73,22 @@ def layer_params_per_gpu(model: ModelConfig, layer: LayerSpec, layout: ParallelL
     if layer.mixer in ("full", "sliding", "chunked", "mla"):
         mixer = _tp_attention_params(model, layer, t)
     else:
-        mixer = math.ceil(_mixer_params(model, layer) / t)
+        mixer = math.ceil(mixer_param_count(model, layer) / t)
     parts = (layer.mixer != "none") + (layer.ffn != "none")
-    norms = (model.norms_per_layer if parts == 2 else parts) * _norm(model, h)
+    norms = (model.norms_per_layer if parts == 2 else parts) * norm_param_count(model, h)
     dense, expert = mixer + norms, 0
     if layer.ffn == "dense":
-        dense += _mlp_params(model, math.ceil(layer.ffn_width / t), model.mlp_bias)
+        dense += mlp_param_count(model, math.ceil(layer.ffn_width / t), model.mlp_bias)
     elif layer.ffn == "linear":
         dense += math.ceil(h * h / t)
     elif layer.ffn == "moe":
         experts = model.num_experts
         dense += h * experts + (experts if model.router_bias else 0)
-        one = _mlp_params(model, math.ceil(layer.ffn_width / t), model.expert_bias)
+        one = mlp_param_count(model, math.ceil(layer.ffn_width / t), model.expert_bias)
         expert = experts // layout.ep * one
         dense += (model.n_shared_experts or 0) * one
         if model.shared_expert_intermediate_size:
-            dense += _mlp_params(model, math.ceil(model.shared_expert_intermediate_size / t), model.mlp_bias)
+            dense += mlp_param_count(model, math.ceil(model.shared_expert_intermediate_size / t), model.mlp_bias)
             dense += h if model.shared_expert_gate else 0
     return dense, expert
 
@@ -112,7 +112,7 @@ def stage_params(model: ModelConfig, layout: ParallelLayout) -> tuple[StageParam
         if first:
             dense += vocab_rows + model.position_embeddings * h
         if last:
-            dense += _norm(model, h)
+            dense += norm_param_count(model, h)
             if not model.tie_word_embeddings or layout.pp > 1:
                 dense += vocab_rows
             if model.lm_head_bias:
@@ -190,7 +190,7 @@ def model_state_memory(model: ModelConfig, layout: ParallelLayout, strategy: str
     ``microbatches`` is passed to ``grad_comm_bytes`` (FSDP with no_sync keeps full gradients across them).
     Raises ValueError for an unknown strategy (accepted: ``ringlab.calc.comm.STRATEGIES``).
     """
-    strategy = _canonical_strategy(strategy)
+    strategy = canonical_strategy(strategy)
     if strategy == "hybrid_shard":
         raise ValueError("strategy hybrid_shard is not modelled with tp/pp/cp; use ddp, zero1, zero2, "
                          "fsdp_shard_grad_op or fsdp_full_shard (zero3)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ringlab.calc.comm import _canonical_strategy
+from ringlab.calc.comm import canonical_strategy
 from ringlab.calc.models import ModelConfig, get_model
 from ringlab.calc.parsing import check_bool, check_real
 from ringlab.calc.units import dtype_bytes
@@ -78,7 +78,7 @@ def train_plan(model, layout: ParallelLayout, seq_len: int, micro_batch: int, gl
     model = get_model(model)
     if not isinstance(layout, ParallelLayout):
         raise TypeError(f"layout must be a ParallelLayout, got {type(layout).__name__}")
-    strategy = _canonical_strategy(strategy)
+    strategy = canonical_strategy(strategy)
     check_recompute(recompute)
     dropout = check_bool(dropout, "dropout")
     load_imbalance = check_real(load_imbalance, "load_imbalance", min=1.0)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ringlab.calc.comm import _canonical_strategy
+from ringlab.calc.comm import canonical_strategy
 from ringlab.calc.hardware import Hardware, get_hardware, peak_flops
 from ringlab.calc.models import ModelConfig
 from ringlab.calc.parsing import check_real
@@ -206,7 +206,7 @@ def step_time(model: ModelConfig, layout: ParallelLayout, batch: Batch, traffic_
     per_layer = model_layer_flops(model, batch.seq_len, batch.micro_batch, causal)
     head = lm_head_flops(model, batch.seq_len, batch.micro_batch)
     bubble_frac = bubble_fraction(p, m, "interleaved-1f1b" if v > 1 else "1f1b", v) if p > 1 else 0.0
-    fsdp = _canonical_strategy(strategy).startswith("fsdp")
+    fsdp = canonical_strategy(strategy).startswith("fsdp")
     best = None
     for stage, indices in enumerate(stage_layers(model, layout)):
         layers = [per_layer[i] for i in indices]

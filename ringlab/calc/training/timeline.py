@@ -372,7 +372,7 @@ def model_layer_costs(model, seq_len: int, micro_batch: int = 1, hardware="h100-
     """
     from ringlab.calc.hardware import peak_flops
     from ringlab.calc.models import get_model
-    from ringlab.calc.params import _layer_params, _norm, count_params
+    from ringlab.calc.params import layer_param_count, norm_param_count, count_params
     from ringlab.calc.units import dtype_bytes
 
     from .flops import layer_flops, lm_head_flops
@@ -384,10 +384,10 @@ def model_layer_costs(model, seq_len: int, micro_batch: int = 1, hardware="h100-
     check_number("tp", tp, 1, integer=True)
     rate = peak_flops(hardware, dtype) * efficiency * tp
     item = dtype_bytes(grad_dtype)
-    layer_params = [_layer_params(m, layer, False) for layer in m.layers]
+    layer_params = [layer_param_count(m, layer, False) for layer in m.layers]
     head = 0 if m.tie_word_embeddings else m.vocab_size * m.hidden_size  # the untied output matrix
     rest = count_params(m, active=False, include_mtp=False) - sum(layer_params)  # embeddings, head, final norm
-    embed = rest - head - _norm(m, m.hidden_size)
+    embed = rest - head - norm_param_count(m, m.hidden_size)
 
     def grad_bytes(n: int) -> int:
         return math.ceil(n * item / tp)
@@ -647,9 +647,9 @@ def pipeline_step(stages: int, microbatches: int, schedule: str = "1f1b", t_f: f
     cool-down bubble; stage 0's comes last and lengthens the step. Errors as
     :func:`ringlab.calc.pipeline_schedule` for the schedule arguments, ValueError for negative sizes.
     """
-    from ringlab.calc.pipeline import BACKWARD, FORWARD, WEIGHT, _check_setup, _dependency, _stage_orders
+    from ringlab.calc.pipeline import BACKWARD, FORWARD, WEIGHT, check_pipeline_setup, op_dependency, stage_op_orders
 
-    p, m, schedule, v = _check_setup(stages, microbatches, schedule, virtual_stages)
+    p, m, schedule, v = check_pipeline_setup(stages, microbatches, schedule, virtual_stages)
     for name, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)):
         check_number(name, value)
     check_number("activation_bytes", activation_bytes, integer=True)
@@ -665,10 +665,10 @@ def pipeline_step(stages: int, microbatches: int, schedule: str = "1f1b", t_f: f
 
     # Tasks are listed stage by stage; the simulator resolves the cross-stage order itself.
     tasks = []
-    for s, ops in enumerate(_stage_orders(p, m, schedule, v)):
+    for s, ops in enumerate(stage_op_orders(p, m, schedule, v)):
         for op in ops:
             deps = ()
-            dep = _dependency(op, s, p, v)
+            dep = op_dependency(op, s, p, v)
             if dep is not None:
                 src_op, src = dep
                 deps = (op_name(src_op, src),)
