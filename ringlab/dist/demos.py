@@ -54,6 +54,8 @@ def blocking_exchange(group, numel: int):
     Returns ``(rank, "finished")``, or ``(rank, "timed out")`` when the group's timeout passed first.
     On gloo a send completes only once the peer has posted the matching receive (observed with
     10 elements as with 8 Mi), so when every rank sends first no rank ever reaches its receive.
+    A rank whose peer timed out a moment earlier sees gloo's "Connection closed by peer" instead of
+    its own timeout (the peer's timeout tore the connection down); it was stuck all the same.
     """
     torch, dist = torch_modules()
     rank, n = dist.get_rank(group), dist.get_world_size(group)
@@ -62,7 +64,8 @@ def blocking_exchange(group, numel: int):
         dist.send(torch.ones(numel), dist.get_global_rank(group, (rank + 1) % n), group=group)
         dist.recv(incoming, dist.get_global_rank(group, (rank - 1) % n), group=group)
     except RuntimeError as exc:
-        if "timed out" not in str(exc).lower():
+        message = str(exc).lower()
+        if "timed out" not in message and "connection closed by peer" not in message:
             raise
         return rank, "timed out"
     return rank, "finished"
@@ -103,4 +106,6 @@ def p9_demo(numel: int, deadlock_timeout_s: float = 2.0) -> dict:
         results[n] = {"wrong": wrong.tolist(), "wrong_sent": wrong_sent, "ring": ring.output.tolist(),
                       "ring_sent": ring.bytes_sent, "library": library.tolist(), "gathered": gathered.output.tolist(),
                       "gather_sent": gathered.bytes_sent, "all_reduce": reduced.tolist()}
-    return {"results": results, "deadlock": blocking_exchange(stuck, 16)}
+    deadlock = blocking_exchange(stuck, 16)
+    dist.barrier()  # on the default group: no rank exits (closing its connections) while another still waits
+    return {"results": results, "deadlock": deadlock}
