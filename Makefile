@@ -1,4 +1,5 @@
-# The two commands: `make demo` (the main job) and `make test` (everything); `make lab` opens JupyterLab.
+# Learners: `make demo` (set up, then check ring all-reduce on real gradients) and `make lab` (the course in
+# JupyterLab). Contributors: `make test` (every test and notebook).
 PYTHON ?= python3
 # Exact versions `make test` last passed with; `make test CONSTRAINTS=` tries the newest releases instead,
 # in their own .venv-latest so the pinned .venv stays as it is (README: "Versions").
@@ -9,15 +10,20 @@ PIP_INSTALL := $(PY) -m pip install --quiet $(if $(CONSTRAINTS),--constraint $(C
 # torch goes in first, at the version the constraints name: the dev machines' disk holds a CPU build of it,
 # elsewhere pip takes PyPI's (CUDA on Linux). Another release: e.g. `make test CONSTRAINTS= TORCH_SPEC=torch==2.14.1`.
 TORCH_SPEC ?= torch
+# Triton publishes wheels for Linux on x86_64 and aarch64 only, and only topic 12 needs it: elsewhere (macOS,
+# other CPUs) the install leaves it out. `make EXTRAS=torch,lab,test` leaves it out anywhere.
+TRITON_WHEELS := $(shell $(PYTHON) -c "import platform, sys; print(sys.platform.startswith('linux') and platform.machine().lower() in ('x86_64', 'amd64', 'aarch64', 'arm64'))" 2>/dev/null)
+comma := ,
+EXTRAS ?= torch,lab,test$(if $(filter True,$(TRITON_WHEELS)),$(comma)triton)
 STAMP := $(VENV)/.ringlab-installed
 
-.PHONY: install demo test lab exercises bench constraints clean
+.PHONY: install demo test lab bench constraints clean
 
 $(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PIP_INSTALL) "$(TORCH_SPEC)"
-	$(PIP_INSTALL) -e ".[torch,lab,test,triton]"
+	$(PIP_INSTALL) -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,11 +35,13 @@ demo: install
 test: install
 	$(PY) -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 
-# JupyterLab refuses to start as root without --allow-root (containers, CI boxes).
-LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+# JupyterLab on the repository root with notebooks/00_start_here.ipynb open; the command line lives in
+# ringlab/course/lab.py (which adds --allow-root when run as root), shared with the browser tests.
+# LAB_ARGS go to jupyter-lab as they are, e.g. `make lab LAB_ARGS="--no-browser --port=8890"`.
+LAB_ARGS ?=
 
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/ $(LAB_ARGS)
+	$(PY) -m ringlab.course.lab $(LAB_ARGS)
 
 bench: install
 	$(PY) benchmarks/bench_ring_sim.py

@@ -18,8 +18,19 @@ from ringlab.check import EXERCISES, grade
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--isolated", action="store_true",
+                        help="grade as `ringlab check` does and print the seconds the solution's code ran in the child "
+                             "(REFERENCE_SECONDS in ringlab/check/isolated.py) and the time limit derived from it")
     args = parser.parse_args()
     os.environ["RINGLAB_USE_SOLUTIONS"] = "1"
+    if args.isolated:
+        from ringlab.check.isolated import grade_isolated, time_limit
+
+        print(f"{'exercise':<8} {'code s':>7} {'limit s':>8}  status")
+        for exercise_id in EXERCISES:
+            result = grade_isolated(exercise_id, timeout=86400.0)
+            print(f"{exercise_id:<8} {result.seconds:>7.2f} {time_limit(exercise_id):>8g}  {result.status}")
+        return
     print(f"{'exercise':<8} {'cases':>6} {'grade s':>8}  status")
     for exercise_id in EXERCISES:
         grade(exercise_id)

@@ -5,7 +5,7 @@ Hints: ``ringlab.check.hint("15a", 1)`` (2 and 3 say more).
 
 The engine keeps a running batch and a waiting queue. Every step each running request decodes one
 token, and some of them start a new KV block with it. Blocks are scarce: get the order wrong and a
-request is prefilled, evicted and prefilled again for ever (PROBLEMS.md P14).
+request is prefilled, evicted and prefilled again for ever (notebook 15 shows it happen).
 """
 
 

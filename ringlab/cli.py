@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from ringlab import textfmt
+
 # name -> (module implementing it, one-line summary)
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("ringlab.commands.check", "grade your exercise files (ringlab check 01a, ringlab check kv_cache, ringlab check --all)"),
@@ -29,7 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def _usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines = ["usage: ringlab <command> [options]   (ringlab --version)", "", "commands:"]
-    lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in sorted(COMMANDS.items())]
+    lines += [textfmt.wrap(summary, f"  {name:<{width}}  ", first_line_only=True)
+              for name, (_, summary) in sorted(COMMANDS.items())]
     lines += ["", "Run 'ringlab <command> --help' for the options of one command."]
     return "\n".join(lines)
 

@@ -14,18 +14,78 @@ the option, the message names the value and the accepted forms.
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import json
 import math
 import os
+import re
+import shutil
 
 from ringlab.calc import parsing
 
 TEXT_MAX = 4096  # characters: PATH_MAX on Linux, and more than any preset name
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` at most :data:`ringlab.textfmt.WIDTH` columns wide (narrower on a narrow terminal); an option
+    with many choices shows a metavar and lists its choices in its help, which wraps, instead of ``{a,b,...}``."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        from ringlab.textfmt import WIDTH
+
+        width = min(width or shutil.get_terminal_size().columns - 2, WIDTH)
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+    @staticmethod
+    def _many_choices(action) -> bool:
+        return action.metavar is None and action.choices is not None and len(",".join(map(str, action.choices))) > 30
+
+    def _metavar_formatter(self, action, default_metavar):
+        if self._many_choices(action):
+            return lambda tuple_size: (action.dest.upper(),) * tuple_size
+        return super()._metavar_formatter(action, default_metavar)
+
+    def _format_action(self, action):
+        if self._many_choices(action) and not action.help:  # argparse prints no help line without a help text
+            action = copy.copy(action)
+            action.help = "default %(default)s" if action.default is not None else ""
+        return super()._format_action(action)
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if self._many_choices(action):
+            text += f"{' ' if text else ''}(one of: {', '.join(map(str, action.choices))})"
+        return text
+
+
+class RawDescriptionHelpFormatter(HelpFormatter):
+    """:class:`HelpFormatter` that keeps the description's and epilog's line breaks; a line too wide is
+    wrapped under its second column (``  ringlab x    what it does`` continues under ``what``)."""
+
+    def _fill_text(self, text, width, indent):
+        from ringlab import textfmt
+
+        out = []
+        for line in text.splitlines():
+            if len(indent + line) <= self._width:
+                out.append(indent + line)
+                continue
+            lead = re.match(r"(\s*(?:\S+(?: \S+)*\s{2,})?)", line).group(1)  # up to a 2-space column gap
+            out.append(textfmt.wrap(line.strip(), indent + line[:len(line) - len(line.lstrip())],
+                                    " " * (len(lead) - (len(line) - len(line.lstrip()))) or "    ", self._width))
+        return "\n".join(out)
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser with one-line errors (no usage block): ``prog: error: message``, exit status 2."""
+    """argparse's parser with one-line errors (no usage block): ``prog: error: message``, exit status 2,
+    and help that fits :data:`ringlab.textfmt.WIDTH` columns (:class:`HelpFormatter`)."""
+
+    def __init__(self, *args, **kwargs):
+        formatter = kwargs.get("formatter_class", argparse.HelpFormatter)
+        kwargs["formatter_class"] = (RawDescriptionHelpFormatter if issubclass(formatter, argparse.RawDescriptionHelpFormatter)
+                                     else formatter if issubclass(formatter, HelpFormatter) else HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} ('{self.prog} --help' lists the options)\n")
@@ -86,8 +146,10 @@ def real(*, min: float | None = None, max: float | None = None, min_open: bool =
     return _wrap(parsing.parse_real, "number", min=min, max=max, min_open=min_open)
 
 
-def integer(*, min: int | None = None, max: int | None = None):
-    """A whole number within limits ("1,024" and "1e3" are fine): see :func:`ringlab.calc.parsing.parse_int`."""
+def integer(*, min: int | None = None, max: int = parsing.INT64_MAX):
+    """A whole number within limits ("1,024" and "1e3" are fine): see :func:`ringlab.calc.parsing.parse_int`.
+
+    ``max`` defaults to the largest int64, so a value numpy holds never overflows on reading."""
     return _wrap(parsing.parse_int, "integer", min=min, max=max)
 
 

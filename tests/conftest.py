@@ -30,3 +30,33 @@ def pytest_collection_modifyitems(config, items):
         for owned, mark in owners:
             if path == owned or owned in path.parents:
                 item.add_marker(mark)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--hogs", type=int, default=int(os.environ.get("RINGLAB_TEST_HOGS", "0") or 0),
+                     help="start N busy processes that hog the CPUs for the whole session (default "
+                          "$RINGLAB_TEST_HOGS or 0): the tests must pass on a busy machine")
+
+
+def pytest_sessionstart(session):
+    """With ``--hogs N`` (or RINGLAB_TEST_HOGS=N), N processes spin at 100% CPU until the session ends."""
+    import subprocess
+    import sys
+
+    count = session.config.getoption("--hogs")
+    if not 0 <= count <= 64:
+        raise ValueError(f"--hogs must be in 0..64, got {count}")
+    session.config._ringlab_hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(count)]
+
+
+def pytest_sessionfinish(session):
+    for hog in getattr(session.config, "_ringlab_hogs", []):
+        hog.kill()
+        hog.wait()
+
+
+def pytest_report_header(config):
+    count = config.getoption("--hogs")
+    return f"ringlab: {count} CPU hog process(es) running for the whole session" if count else None

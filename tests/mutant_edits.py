@@ -123,6 +123,31 @@ EDITS = {
         "admits before the running grow (P14's livelock order), decode room reserved for the newcomer only"),
     "15a_preempts_oldest": (_STEP, [("victim = alive.pop()", "victim = alive.pop(0)", 1)],
                              ["the oldest", "livelock"], "the oldest request is evicted whenever anyone needs a block"),
+    "15a_no_growth_into_watermark": (_STEP, [("while free == 0:", "while free <= watermark_blocks:", 1)],
+                                      ["grow into the watermark", "preempted"],
+                                      "keeps the watermark free from the running requests too: preempts instead"),
+    "15a_overtakes": (_STEP, [("# no room for its first decode token\n            break",
+                               "# no room for its first decode token\n            continue", 1)],
+                      ["FCFS", "overtak"], "skips a request that does not fit and admits a smaller one behind it"),
+    "15a_forgets_admitted_blocks": (_STEP, [('        free -= request["blocks"]\n', "", 1)],
+                                    ["did not subtract", "admitted before it"],
+                                    "checks every waiting request against the same free count: admits more than fits"),
+    "14a_append_blocks_unkeyed": (_BLOCKS, [("if len(tokens) % bs == 0:  # the block is full now: make it shareable",
+                                              "if False:", 1)],
+                                   ["append_token", "key"],
+                                   "a block filled by decoding never gets its chain key: a later equal prompt can't share it"),
+    "14a_failed_allocate_keeps_blocks": (_BLOCKS, [("if need > len(self.free_list):", "if False:", 1),
+                                                    ("        block = self.free_list.pop()\n",
+                                                     "        if not self.free_list:\n"
+                                                     "            raise OutOfBlocksError(\"pool empty\", 1, 0)\n"
+                                                     "        block = self.free_list.pop()\n", 1)],
+                                          ["OutOfBlocksError", "change nothing"],
+                                          "takes blocks one by one and raises when the pool runs dry, keeping the ones taken"),
+    "13a_nic_on_tie": ("13_nvlink_and_fabric.py", [("nic_bound < nvlink_bound", "nic_bound <= nvlink_bound", 1)],
+                       ["tie", "'nvlink'"], "names the NIC when both links saturate at the same busbw"),
+    "16a_na_counts_as_wrong": (_NCCL, [('wrong += sum(int(fields[i]) for i in (8, 12) if fields[i] != "N/A")',
+                                        'wrong += sum(1 if fields[i] == "N/A" else int(fields[i]) for i in (8, 12))', 1)],
+                               ["N/A", "not checked"], "reads #wrong N/A (results not checked, -c 0) as wrong results"),
 }
 
 

@@ -1,5 +1,6 @@
 """Practice cards: every card renders completely, the CLI shows them, and the numbers on the cards
-equal figures worked out by hand from PROBLEMS.md (typed here as literals, never read from the code)."""
+equal figures worked out by hand from the original problem set's inputs (typed here as literals, never read
+from the code)."""
 
 from __future__ import annotations
 
@@ -59,9 +60,15 @@ def test_card_renders_without_leftover_fields(cards, cid):
 
 @pytest.mark.parametrize("cid", ALL_IDS)
 def test_values_and_fields_match(cid):
-    """Every field the text uses is computed, and every computed value is used (no dead values)."""
-    used = {name for _, name, _, _ in string.Formatter().parse(_source(cid)) if name}
-    assert used == set(module(cid).values())
+    """Every field the text uses is computed, and every computed value is used (no dead values): by the text,
+    or as a named slip's value or in its sentence."""
+    def fields(text: str) -> set:
+        return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+    used = fields(_source(cid))
+    slips = getattr(module(cid), "SLIPS", ())
+    by_slips = {s.value for s in slips} | {f for s in slips for f in fields(s.says)}
+    assert used | by_slips == set(module(cid).values())
 
 
 @pytest.mark.parametrize("cid", ALL_IDS)
@@ -73,7 +80,7 @@ def test_followups_come_with_answers(cards, cid):
         assert mark and len(answer.split()) >= 8, f"{cid}: follow-up without a worked answer: {item[:60]!r}"
 
 
-# Figures derived by hand from the inputs in PROBLEMS.md (the derivation is in each comment).
+# Figures derived by hand from the problem set's inputs (the derivation is in each comment).
 EXPECTED = {
     "04": [
         "27,562,500,000",  # 2 x 63/64 x 14e9
@@ -188,7 +195,9 @@ EXPECTED = {
         "32 blocks and exactly 32 are free",  # 512 / 16 of a 64-block pool
         "a cycle of period 1.",
         "268,435,456 B",  # 32 blocks x 8 MiB
-        "10.7 ms",  # 2**28 B / 25e9 B/s
+        "8.4 ms in all",  # 2 x 2**28 B / 64e9 B/s: out and back in over PCIe Gen5 x16
+        "16.8 ms against",  # the A100's PCIe Gen4: 2 x 2**28 B / 32e9 B/s
+        "1.2 ms against",  # GH200's NVLink-C2C: 2 x 2**28 B / 450e9 B/s
         "takes 10 steps",  # ceil(5000 / 512)
     ],
     "16": [
@@ -302,6 +311,30 @@ def test_hints_and_rubric(cards, cid):
     assert sorted(auto) == sorted(a.key for a in card.asks), cid
     for ask in card.asks:
         assert ask.key in module(cid).values(), (cid, ask.key)
+
+
+def test_hints_tagged_with_an_ask_are_offered_at_that_ask_only(cards):
+    card = cards["14"]  # three asks; the third (blocks saved) used to get the hint about block bytes
+    assert card.hints_for("hits")[0].startswith("Prefix sharing hashes")
+    assert not any("bytes per token" in h for h in card.hints_for("hits"))
+    assert card.hints_for("block_bytes")[0].startswith("A block holds block_size tokens")
+    assert card.hints_for(None) == card.hints and all("[" not in h[:1] for h in card.hints)
+    for cid in ALL_IDS:
+        for ask in cards[cid].asks:
+            assert cards[cid].hints_for(ask.key), (cid, ask.key)  # every number asked has a hint
+
+
+def test_a_hint_tag_or_slip_without_an_ask_is_refused(monkeypatch):
+    from ringlab.check import cards as pkg
+
+    mod = module("14")
+    monkeypatch.setattr(mod, "ASKS", mod.ASKS[:2])
+    with pytest.raises(ValueError, match=r"hints tagged \['hits'\]"):
+        pkg.load_card("14")
+    monkeypatch.undo()
+    monkeypatch.setattr(mod, "SLIPS", (pkg.Slip("blocks", "no_such_value", "x"),))
+    with pytest.raises(ValueError, match="must be a key of values"):
+        pkg.load_card("14")
 
 
 def test_a_rubric_key_without_an_ask_is_refused(monkeypatch):

@@ -89,7 +89,7 @@ def test_topology_json_keeps_the_keys_and_adds_the_cluster_view(capsys):
 
 def test_topology_table_names_the_bottleneck(capsys):
     assert main(["--topology", "mi300x-platform", "--size", "256MB", "--algorithm", "ring_channels"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the header wraps at 100 columns
     assert "node 0 xgmi gpu" in out and "full mesh, 64 GB/s per link" in out
 
 
@@ -114,3 +114,41 @@ def test_topology_errors_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_busiest_rank_never_sends_more_than_n_minus_one_messages():
+    """The premise of collectives.cost.BYTES_MAX: no algorithm's busiest rank sends more than (N - 1) M bytes."""
+    from ringlab.collectives import ALGORITHMS
+    from ringlab.collectives.cost import busiest_bytes
+
+    for collective, algorithm in ALGORITHMS:
+        for n in range(1, 34):
+            for m in (1, 7, 64, 1000, 4097):
+                assert busiest_bytes(collective, algorithm, n, m) <= max(n - 1, 1) * m, (collective, algorithm, n, m)
+
+
+@pytest.mark.parametrize("world_size, size", [(64, 2**61 // 63), (2, 2**60), (2**21, 2**40), (2**22, 1)])
+def test_byte_counts_up_to_the_bound_are_exact(world_size, size, capsys):
+    """Issue 31: --world-size 64 --size 1000PiB and --world-size 2097152 overflowed int64 (direct all-reduce)."""
+    assert main(["--world-size", str(world_size), "--size", str(size), "--json"]) == 0
+    rows = {r["algorithm"]: r for r in json.loads(capsys.readouterr().out)["algorithms"]}
+    assert rows["direct"]["bytes_per_rank_max"] == (world_size - 1) * size  # Python ints: the exact count
+    q, r = divmod(size, world_size)  # ring: the busiest rank skips the smallest two adjacent chunks
+    skipped = 2 * q + (1 if world_size - r < 2 else 0) if world_size > 1 else size * 2
+    assert rows["ring"]["bytes_per_rank_max"] == (2 * size - skipped if world_size > 1 else 0)
+
+
+@pytest.mark.parametrize("argv", [["--world-size", "64", "--size", "1000PiB"], ["--world-size", "4194304", "--size",
+                                                                                "1PiB"],
+                                  ["--topology", "dgx-h100", "--nodes", "2", "--size", "1000PiB"]])
+def test_byte_counts_beyond_the_bound_are_refused(argv, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "2**" in err and "Traceback" not in err
+
+
+def test_large_world_sizes_print_their_crossovers(capsys):
+    for n in ("2097152", "4194303"):
+        assert main(["--world-size", n]) == 0
+        assert "ring beats direct: above" in capsys.readouterr().out

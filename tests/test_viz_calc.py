@@ -152,7 +152,9 @@ def test_gpu_budget_bar():
 
 def test_tp_choices_fit_each_preset():
     assert kvcache.tp_choices("llama-2-13b") == (1, 2, 4, 8)  # 40 KV heads: 16 neither divides nor is a multiple
-    assert kvcache.tp_choices("falcon-7b") == (1, 2, 4, 8, 16)  # 1 KV head, replicated
+    assert kvcache.tp_choices("falcon-7b") == (1,)  # 71 query heads: no TP degree splits them whole
+    assert kvcache.tp_choices("llama-2-70b") == (1, 2, 4, 8, 16)  # 8 KV heads, replicated at 16
+    assert kvcache.tp_choices("deepseek-v3") == (1, 2, 4, 8, 16)  # MLA: 128 query heads, no KV-head rule
     for name in MODELS:
         for tp in kvcache.tp_choices(name):
             kvcache.describe_kv(name, "fp16", 4096, 1, tp)
@@ -167,6 +169,8 @@ def test_kv_explorer_controls_redraw():
         before, text = image.value, caption.value
         control.value = value
         assert image.value != before and caption.value != text, control.description
+    assert tuple(tp_dd.options) == (1,) and tp_dd.value == 1  # 71 query heads: only TP 1 splits them whole
+    model_dd.value, tp_dd.value = "llama-2-70b", 16
     model_dd.value = "llama-2-13b"  # TP 16 does not fit its 40 KV heads: the TP choices shrink
     assert tuple(tp_dd.options) == (1, 2, 4, 8) and tp_dd.value == 8
     assert "llama-2-13b</b> (MHA 40/40), TP 8" in caption.value

@@ -7,7 +7,7 @@ context length. Its arithmetic is about 2 FLOPs per weight per sequence. So, per
 
     step time = max(bytes / hbm_bandwidth, flops / peak_flops) + tensor-parallel all-reduce time
 
-(the roofline of Williams et al. 2009 applied to the whole step; PROBLEMS.md P8). While the
+(the roofline of Williams et al. 2009 applied to the whole step; notebook 07, card 07). While the
 bandwidth roof binds, adding a sequence adds only its KV bytes, so step time is nearly flat
 and tokens/s = batch / step time grows almost linearly until the compute roof or the memory
 capacity stops it.
@@ -53,7 +53,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ringlab.calc.hardware import Hardware, get_hardware, peak_flops
-from ringlab.calc.kvcache import kv_cache_bytes
+from ringlab.calc.kvcache import attention_heads_per_rank, kv_cache_bytes
 from ringlab.calc.models import ModelConfig, get_model
 from ringlab.calc.roofline import attention_decode_cost, check_number
 from ringlab.calc.units import canonical_dtype, dtype_bytes, format_bytes
@@ -140,11 +140,7 @@ def _check_batch(batch_size) -> np.ndarray:
 
 def _check_tp(model: ModelConfig, tp) -> int:
     check_number("tp", tp, 1, integer=True)
-    if model.num_attention_heads % tp:
-        raise ValueError(
-            f"tp={tp} must divide num_attention_heads={model.num_attention_heads} of {model.name} "
-            f"(Megatron-LM splits whole heads)"
-        )
+    attention_heads_per_rank(model, int(tp))  # the one TP rule of calc kv, decode and train
     return int(tp)
 
 

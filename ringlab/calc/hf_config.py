@@ -34,16 +34,27 @@ Layouts read
   (``shared_expert_intermediate_size``), Qwen3-MoE (``decoder_sparse_step``,
   ``mlp_only_layers``), Llama-4 (``interleave_moe_layer_step``, a shared expert), Jamba.
   KV never depends on the experts.
-- Two-matrix MLPs (GPT-2, GPT-J, GPT-Neo, GPTBigCode, Falcon, StarCoder2, Phi, Nemotron-H)
+- Two-matrix MLPs (GPT-2, GPT-J, GPT-Neo, GPTBigCode, OPT, Falcon, StarCoder2, Phi, Nemotron-H)
   versus gated ones; biases, LayerNorm vs RMSNorm, learned positions, tied embeddings (HF's
   per-model-type default when the key is absent).
+- Learned absolute positions (GPT-2 ``n_positions``, GPT-Neo, OPT ``max_position_embeddings`` plus
+  the two rows OPT's table is offset by) give ``position_embeddings`` table rows; such a model has no
+  position past ``max_position_embeddings`` (``calc train`` refuses longer sequences).
 
-Refused, with the reason: DeepSeek sparse attention (``index_head_dim``: an extra indexer-key
-cache), Gemma-4-style global layers with their own head sizes (``global_head_dim``,
-``num_global_key_value_heads``, ``attention_k_eq_v``), MiMo-V2's ``hybrid_layer_pattern`` with
-separate sliding-window head counts, KV shared across layers (``num_kv_shared_layers``),
-cross-attention to images (``cross_attention_layers``), per-block windows in Nemotron-NAS, and
-``moe_layer_freq`` other than 1.
+- Per-layer head counts and sizes: DeepSeek-V3.2's sparse attention (``index_head_dim``: the
+  lightning indexer caches one FP8 key with its scale per token and layer besides the MLA latent);
+  Gemma-4's global layers (``global_head_dim``; with ``attention_k_eq_v`` the K projection feeds V
+  and ``num_global_key_value_heads`` applies); MiMo-V2-Flash's ``hybrid_layer_pattern`` with the
+  sliding layers' ``swa_num_key_value_heads`` / ``swa_head_dim`` / ``swa_v_head_dim`` and a per-layer
+  ``moe_layer_freq`` list.
+- Windows: only ``sliding_window``, and only for model types whose transformers config class has
+  that field (not Llama, DeepSeek, OLMo-2, Gemma-1, MiniCPM3); ``sliding_window_size`` (MLC-LLM's
+  key) is never read, as transformers never reads it.
+
+Refused, with the reason: KV shared across layers (``num_kv_shared_layers``), cross-attention to
+images (``cross_attention_layers``), per-block windows in Nemotron-NAS, ``moe_layer_freq`` other
+than 1 outside MiMo-V2, the Gemma-4 and MiMo-V2 fields in other model types, and
+``index_head_dim`` without MLA.
 
 Validation: every size must be a positive integer, every flag a JSON boolean, windows positive
 integers or null, ``first_k_dense_replace`` within the layer count, per-layer lists as long as
@@ -71,20 +82,38 @@ _LAYER_TYPE_NAMES = {"full_attention": "full", "attention": "full", "global": "f
 _ARCH_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
                "Qwen2ForCausalLM": "qwen2", "Phi3ForCausalLM": "phi3", "GemmaForCausalLM": "gemma"}
 
+# Keys read only for the model types that define them (key, why refused elsewhere, model types read).
 _REFUSED_KEYS = (
-    ("index_head_dim", "DeepSeek sparse attention (DSA) caches an indexer key of index_head_dim per token and "
-                       "layer besides the MLA latent; that cache is not modelled"),
     ("global_head_dim", "global layers with their own head size and KV heads (global_head_dim, "
-                        "num_global_key_value_heads, attention_k_eq_v) are not modelled"),
-    ("num_global_key_value_heads", "global layers with their own KV heads are not modelled"),
-    ("attention_k_eq_v", "layers whose K doubles as V (attention_k_eq_v) are not modelled"),
-    ("hybrid_layer_pattern", "hybrid_layer_pattern with separate sliding-window head counts (swa_*) is not "
-                             "modelled"),
-    ("swa_num_key_value_heads", "sliding-window layers with their own KV heads (swa_*) are not modelled"),
-    ("cross_attention_layers", "cross-attention layers over image tokens (mllama) are not modelled"),
+                        "num_global_key_value_heads, attention_k_eq_v) are read for Gemma-4 (model_type "
+                        "gemma4_text) only", ("gemma4_text",)),
+    ("num_global_key_value_heads", "global layers with their own KV heads are read for Gemma-4 only",
+     ("gemma4_text",)),
+    ("attention_k_eq_v", "layers whose K projection doubles as V (attention_k_eq_v) are read for Gemma-4 only",
+     ("gemma4_text",)),
+    ("hybrid_layer_pattern", "hybrid_layer_pattern with separate sliding-window head counts (swa_*) is read for "
+                             "MiMo-V2-Flash (model_type mimo_v2_flash) only", ("mimo_v2_flash",)),
+    ("swa_num_key_value_heads", "sliding-window layers with their own KV heads (swa_*) are read for MiMo-V2-Flash "
+                                "only", ("mimo_v2_flash",)),
+    ("cross_attention_layers", "cross-attention layers over image tokens (mllama) are not modelled", ()),
 )
 
+# Config classes of transformers without a ``sliding_window`` field: a stray key of that name (or an MLC
+# config's ``sliding_window_size``, which no transformers class reads) windows nothing when transformers loads
+# these, so it is not read as a window (LlamaConfig, DeepseekV2/V3Config, Olmo2Config, GemmaConfig, the
+# remote MiniCPM3Config; Llama-4 windows by attention_chunk_size instead).
+_NO_WINDOW_TYPES = ("llama", "llama4_text", "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "olmo2",
+                    "gemma", "minicpm3")
+
 _MISSING = object()
+
+
+# Bounds on config fields, checked before anything is built: every layer becomes an object (1e8 layers hang
+# every calculator), and sizes beyond these are typos. The largest open models (2025) have 126 layers
+# (Llama 3.1 405B), 16,384-wide hidden states and 256 routed experts.
+MAX_LAYERS = 10_000
+MAX_FIELD = 2**40
+MAX_CONFIG_BYTES = 16 * 2**20
 
 
 class _Reader:
@@ -112,21 +141,23 @@ class _Reader:
         got = "" if value is _MISSING else f", got {value!r}"
         return ValueError(f"{self.where}: field {key!r} {what}{got}")
 
-    def int(self, *keys: str, default: Any = _MISSING, minimum: int = 1) -> int | None:
+    def int(self, *keys: str, default: Any = _MISSING, minimum: int = 1, maximum: int = MAX_FIELD) -> int | None:
         key, value = self.raw(*keys)
         if value is None:
             if default is _MISSING:
                 raise ValueError(f"{self.where}: missing required field {keys[0]!r}")
             return default
-        return self.check_int(key, value, minimum)
+        return self.check_int(key, value, minimum, maximum)
 
-    def check_int(self, key: str, value: Any, minimum: int = 1) -> int:
+    def check_int(self, key: str, value: Any, minimum: int = 1, maximum: int = MAX_FIELD) -> int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(key, "must be an integer", value)
         if value < minimum:
             raise self.error(key, f"must be >= {minimum}", value)
+        if value > maximum:
+            raise self.error(key, f"must be <= {maximum:,} (no model comes near; a larger value is a typo)", value)
         return value
 
     def bool(self, key: str, default: bool) -> bool:
@@ -161,8 +192,12 @@ def _load(src: str | os.PathLike | dict, name: str | None) -> tuple[dict, str, s
     if not isinstance(src, (str, os.PathLike)):
         raise TypeError(f"from_hf_config takes a path or a dict, got {type(src).__name__}")
     path = Path(src)
-    if not path.is_file():
-        raise ValueError(f"config.json not found: {str(path)!r}")
+    if not path.is_file():  # also a FIFO or a device: reading one could block or never end
+        what = "not a regular file" if path.exists() else "not found"
+        raise ValueError(f"config.json {what}: {str(path)!r}")
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{path}: {size:,} bytes; a config.json is a few KB (at most {MAX_CONFIG_BYTES:,} are read)")
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
@@ -213,18 +248,18 @@ def parse_hf_config(src: str | os.PathLike | dict, name: str | None = None, sour
     cfg, where, name = _load(src, name)
     cfg, where, notes = _unnest(cfg, where)
     model_type = _model_type(cfg)
-    for key, why in _REFUSED_KEYS:
-        if cfg.get(key) not in (None, False):
+    for key, why, read_for in _REFUSED_KEYS:
+        if cfg.get(key) not in (None, False) and model_type not in read_for:
             raise ValueError(f"{where}: not supported: {why} (field {key!r})")
     if cfg.get("num_kv_shared_layers"):
         raise ValueError(f"{where}: not supported: KV shared across layers (num_kv_shared_layers) is not modelled")
     r = _Reader(cfg, where, ARCHITECTURE_DEFAULTS.get(model_type, {}))
-    if r.has("moe_layer_freq") and cfg["moe_layer_freq"] != 1:
+    if r.has("moe_layer_freq") and cfg["moe_layer_freq"] != 1 and model_type != "mimo_v2_flash":
         raise ValueError(f"{where}: not supported: moe_layer_freq != 1 (MoE on a subset of layers) is not modelled")
 
     hidden = r.int("hidden_size", "n_embd", "n_embed", "d_model")
     heads = r.int("num_attention_heads", "n_head", "num_heads")
-    layers = r.int("num_hidden_layers", "n_layer", "num_layers")
+    layers = r.int("num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
     vocab_keys = ("padded_vocab_size", "vocab_size") if model_type == "chatglm" else ("vocab_size", "padded_vocab_size")
     fields: dict[str, Any] = dict(
         name=name or cfg.get("_name_or_path") or model_type or "model",
@@ -294,7 +329,7 @@ def _moe_fields(r: _Reader, f: dict) -> dict:
     if not (experts > 1 or routed):
         return {}
     out: dict[str, Any] = dict(num_experts_per_tok=r.int("num_experts_per_tok", "experts_per_token",
-                                                         "num_experts_per_token"))
+                                                         "num_experts_per_token", "top_k_experts"))
     if routed:
         out.update(n_routed_experts=routed, n_shared_experts=r.int("n_shared_experts", default=None, minimum=0),
                    moe_intermediate_size=r.int("moe_intermediate_size", default=None),
@@ -323,10 +358,19 @@ def _transformer(r: _Reader, f: dict) -> dict:
                    qk_rope_head_dim=rope, head_dim=nope + rope,
                    v_head_dim=r.int("v_head_dim", default=f["hidden_size"] // heads),
                    num_nextn_predict_layers=r.int("num_nextn_predict_layers", default=0, minimum=0))
+        if r.has("index_head_dim"):  # DeepSeek sparse attention (V3.2): the lightning indexer's key is cached too
+            out.update(index_head_dim=r.int("index_head_dim"), notes=f["notes"] + (
+                "DeepSeek sparse attention: the indexer key (FP8 + scale) is cached in every layer; the "
+                "indexer's own weights (wq_b, wk, weights_proj) are not counted in the parameters",))
+    elif r.has("index_head_dim"):
+        raise ValueError(f"{r.where}: not supported: index_head_dim (DeepSeek sparse attention) without MLA "
+                         "(kv_lora_rank): the indexer is modelled on DeepSeek-V3.2's MLA layers only")
     elif r.has("v_head_dim"):
         out["v_head_dim"] = r.int("v_head_dim")
     out.update(_moe_fields(r, f))
-    window = r.window()
+    window = r.window()  # checked even where transformers ignores it: a malformed value is a broken file
+    if _model_type(r.cfg) in _NO_WINDOW_TYPES:  # a config that names no model type keeps the window it sets
+        window = None
     if not r.bool("use_sliding_window", not mt.startswith("qwen")):
         window = None  # Qwen-style configs carry a sliding_window that is off unless use_sliding_window
     out["sliding_window"] = window
@@ -349,7 +393,70 @@ def _transformer(r: _Reader, f: dict) -> dict:
         out.update(attention_sinks=True, expert_bias=True, router_bias=True)
     if mt == "llama4_text":
         out.update(_llama4(r, f))
+    if mt == "gemma4_text":
+        out.update(_gemma4(r, f, out))
+    if mt == "mimo_v2_flash":
+        out.update(_mimo_v2(r, f, out))
     return out
+
+
+def _gemma4(r: _Reader, f: dict, out: dict) -> dict:
+    """Gemma-4: ``layer_types`` interleave sliding layers (``head_dim``, ``num_key_value_heads``) with global
+    ones of ``global_head_dim`` (default head_dim); with ``attention_k_eq_v`` a global layer has no v_proj,
+    its K projection feeds V too and it keeps ``num_global_key_value_heads`` KV heads. K (k_norm + RoPE) and
+    V (v_norm, no RoPE) still differ, so both are cached (transformers' Gemma4TextAttention)."""
+    kinds = out["layer_types"]
+    if not kinds or set(kinds) - {"full", "sliding"}:
+        raise r.error("layer_types", "must list 'sliding_attention' and 'full_attention' layers (Gemma-4)",
+                      r.cfg.get("layer_types"))
+    k_eq_v = r.bool("attention_k_eq_v", False)
+    if r.has("num_global_key_value_heads") and not k_eq_v:
+        raise ValueError(f"{r.where}: not supported: num_global_key_value_heads without attention_k_eq_v (no "
+                         "released Gemma-4 has it, and implementations differ on whether it applies)")
+    head, kv = f.get("head_dim") or r.int("head_dim"), out["num_key_value_heads"]
+    global_head = r.int("global_head_dim", default=head)
+    global_kv = r.int("num_global_key_value_heads", default=kv) if k_eq_v else kv
+    per_layer = [(global_kv, global_head) if k == "full" else (kv, head) for k in kinds]
+    return dict(layer_kv_heads=tuple(k for k, _ in per_layer), layer_head_dims=tuple((d, d) for _, d in per_layer),
+                norms_per_layer=4, qk_norm="head",
+                params_unsupported="Gemma-4 (global layers with their own head size, K=V projections, MoE beside "
+                                   "the dense MLP)")
+
+
+def _mimo_v2(r: _Reader, f: dict, out: dict) -> dict:
+    """MiMo-V2-Flash: ``hybrid_layer_pattern`` (1 = sliding window, 0 = full attention) with the sliding
+    layers' own ``swa_num_key_value_heads`` (and ``swa_head_dim`` / ``swa_v_head_dim``, default the full
+    layers' sizes); ``moe_layer_freq`` lists per layer whether its FFN is MoE (1) or dense (0). The window
+    is ``sliding_window``, the key transformers-style configs carry."""
+    n = f["num_hidden_layers"]
+    pattern = r.int_list("hybrid_layer_pattern", n)
+    if set(pattern) - {0, 1}:
+        raise r.error("hybrid_layer_pattern", "must hold 0 (full attention) or 1 (sliding window) per layer",
+                      pattern)
+    if 1 in pattern and out["sliding_window"] is None:
+        raise ValueError(f"{r.where}: hybrid_layer_pattern marks sliding-window layers but field 'sliding_window' "
+                         "is missing or null (sliding_window_size is not read: transformers does not read it)")
+    head = f.get("head_dim") or r.int("head_dim", default=f["hidden_size"] // f["num_attention_heads"])
+    v_head = out.get("v_head_dim") or head
+    full = (out["num_key_value_heads"], head, v_head)
+    swa = (r.int("swa_num_key_value_heads", default=full[0]), r.int("swa_head_dim", default=head),
+           r.int("swa_v_head_dim", default=v_head))
+    if r.int("swa_num_attention_heads", default=f["num_attention_heads"]) != f["num_attention_heads"]:
+        raise ValueError(f"{r.where}: not supported: swa_num_attention_heads differs from num_attention_heads "
+                         "(query heads per layer kind are not modelled)")
+    result: dict[str, Any] = dict(
+        layer_types=tuple("sliding" if p else "full" for p in pattern),
+        layer_kv_heads=tuple(swa[0] if p else full[0] for p in pattern),
+        layer_head_dims=tuple((swa[1], swa[2]) if p else (full[1], full[2]) for p in pattern))
+    freq = r.cfg.get("moe_layer_freq")
+    if isinstance(freq, list):
+        flags = r.int_list("moe_layer_freq", n)
+        if set(flags) - {0, 1}:
+            raise r.error("moe_layer_freq", "must hold 0 (dense) or 1 (MoE) per layer", freq)
+        result["mlp_types"] = tuple("moe" if x else "dense" for x in flags)
+    if swa[1:] != full[1:]:
+        result["params_unsupported"] = "MiMo-V2 sliding layers with their own head sizes"
+    return result
 
 
 def _llama4(r: _Reader, f: dict) -> dict:
@@ -431,6 +538,29 @@ def _gpt_neo(r: _Reader, f: dict) -> dict:
                 layer_types=tuple("sliding" if k == "local" else "full" for k in kinds) if local else None,
                 position_embeddings=r.int("max_position_embeddings"), mlp_gated=False, attention_out_bias=True,
                 mlp_bias=True, norm_type="layernorm")
+
+
+def _opt(r: _Reader, f: dict) -> dict:
+    """OPT (modeling_opt.py): a ReLU MLP of ``ffn_dim``, biases on every linear but the LM head
+    (``enable_bias``), pre-LayerNorm blocks and a final LayerNorm, an LM head tied to the embedding, and
+    learned positions in a table of ``max_position_embeddings + 2`` rows (OPTLearnedPositionalEmbedding
+    offsets positions by 2). Refused, since they change the parameters: OPT-350m's projections between a
+    narrower embedding and the blocks (``word_embed_proj_dim``), post-LayerNorm blocks without the final
+    norm (``do_layer_norm_before`` false, ``_remove_final_layer_norm``), LayerNorms without weights."""
+    hidden = f["hidden_size"]
+    if r.int("word_embed_proj_dim", default=hidden) != hidden:
+        raise r.error("word_embed_proj_dim", f"differs from hidden_size ({hidden}): the project_in / project_out "
+                      "layers around a narrower embedding are not modelled", r.cfg["word_embed_proj_dim"])
+    for key, modelled in (("do_layer_norm_before", True), ("_remove_final_layer_norm", False),
+                          ("layer_norm_elementwise_affine", True)):
+        if r.bool(key, modelled) != modelled:
+            raise r.error(key, f"is {not modelled}: only OPT's pre-LayerNorm layout with weighted norms and a "
+                          f"final norm is modelled ({key}={str(modelled).lower()})")
+    positions = r.int("max_position_embeddings")
+    bias = r.bool("enable_bias", True)
+    return dict(num_key_value_heads=f["num_attention_heads"], intermediate_size=r.int("ffn_dim"),
+                position_embeddings=positions + 2, mlp_gated=False, attention_bias=bias, attention_out_bias=bias,
+                mlp_bias=bias, norm_type="layernorm")
 
 
 def _phi(r: _Reader, f: dict) -> dict:
@@ -543,5 +673,5 @@ def _nemotron_nas(r: _Reader, f: dict) -> dict:
                 attention_bias=r.bool("attention_bias", False), mlp_bias=r.bool("mlp_bias", False))
 
 
-_FAMILIES = {"gptj": _gptj, "gpt_neo": _gpt_neo, "phi": _phi, "phi-msft": _phi, "chatglm": _chatglm,
+_FAMILIES = {"gptj": _gptj, "gpt_neo": _gpt_neo, "opt": _opt, "phi": _phi, "phi-msft": _phi, "chatglm": _chatglm,
              "nemotron_h": _nemotron_h, "jamba": _jamba, "nemotron-nas": _nemotron_nas}

@@ -44,7 +44,7 @@ ARCHITECTURE_DEFAULTS: dict[str, dict] = {
 # Multimodal wrapper -> its language model's config class (when text_config has no model_type).
 NESTED_TEXT_TYPE: dict[str, str] = {
     "llava": "llama", "gemma3": "gemma3_text", "mistral3": "mistral", "llama4": "llama4_text",
-    "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",
+    "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text", "gemma4": "gemma4_text",
 }
 
 

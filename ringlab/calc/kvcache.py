@@ -3,12 +3,15 @@
 API
 ---
 ``kv_heads_per_rank(model, tp)``                          KV heads each TP rank stores (vLLM's rule)
+``attention_heads_per_rank(model, tp)``                   query heads per TP rank; the one tensor-parallel
+                                                          rule of calc kv, decode and train
 ``kv_cache_bytes_per_token(model, dtype="fp16", tp=1)``   bytes per cached token on one GPU, all layers
 ``kv_cache_bytes(model, tokens, batch_size=1, dtype="fp16", tp=1, block_size=None)``
                                                           bytes on one GPU for ``batch_size`` sequences
                                                           of ``tokens`` tokens each
 ``kv_cache_by_layer_kind(model, tokens, dtype="fp16", tp=1)``
                                                           the same for one sequence, per kind of layer
+``state_bytes_per_sequence(model, dtype="fp16", tp=1)``  bytes of the fixed Mamba state one sequence holds
 ``max_cached_tokens(model, hardware, dtype="bf16", kv_dtype=None, tp=1, gpu_memory_utilization=0.9,
                     reserve_bytes=0, block_size=None)``   tokens whose KV fits after the weights
 
@@ -23,15 +26,18 @@ each), so models whose layers differ are counted layer by layer:
   80 layers x 8 x (128 + 128) x 2 = 327,680 B per token.
 - MLA layer (DeepSeek-V2/V3, ``kv_lora_rank`` set): one compressed latent plus the shared RoPE key,
   ``(kv_lora_rank + qk_rope_head_dim) x bytes``; there is no separate K and V, hence no factor 2
-  (DeepSeek-V2 paper, sec. 2.1.2; vLLM's MLA backend).
+  (DeepSeek-V2 paper, sec. 2.1.2; vLLM's MLA backend). DeepSeek sparse attention (V3.2) adds its
+  indexer's key: ``index_head_dim`` B in FP8 + a 4 B scale per 128, 132 B per token and layer.
 - Sliding-window layers hold ``min(tokens, sliding_window)`` tokens, chunked ones (Llama-4) at most
   one ``attention_chunk_size`` chunk; Mamba, linear-attention, linear and no-op layers hold no KV
-  (a Mamba layer keeps a fixed-size state per sequence instead, not counted here). So past the
+  (a Mamba layer keeps a fixed-size state per sequence instead: :func:`state_bytes_per_sequence`). So past the
   window Gemma-2's cache grows with only its global half of the layers, and Nemotron-H-56B, whose
   10 attention layers are 8 % of 118, caches about a tenth of what a dense model of its size does.
 - Tensor parallelism (vLLM's rule, per layer): each rank holds ``kv_heads // tp`` KV heads when
   ``tp <= kv_heads``, else 1 head, replicated ``tp // kv_heads`` times; ``tp`` must divide or be a
   multiple of ``kv_heads``. MLA's latent is not split by heads, so every rank holds all of it.
+  Every rank also computes whole query heads, so ``tp`` must divide ``num_attention_heads``
+  (:func:`attention_heads_per_rank`, which ``calc decode`` and ``calc train`` check too).
 - Paged attention (vLLM): each sequence takes whole blocks of ``block_size`` tokens in every layer,
   so the tokens a layer holds per sequence are rounded up to a multiple of ``block_size``.
 - Cache dtype: fp32/fp16/bf16 (2 B), fp8/int8 (1 B); quantisation scales are not counted.
@@ -61,12 +67,34 @@ def kv_heads_per_rank(model: str | ModelConfig, tp: int = 1) -> int:
     return _heads_per_rank(model.num_key_value_heads, positive_int(tp, "tp"), model.name)
 
 
+def attention_heads_per_rank(model: str | ModelConfig, tp: int = 1) -> int:
+    """Query heads each of ``tp`` tensor-parallel ranks computes (int): the tensor-parallel rule for
+    attention, one home for ``calc kv``, ``calc decode`` and ``calc train``.
+
+    ``tp`` must divide ``num_attention_heads``: Megatron-LM splits Q and O by whole heads, and vLLM asserts
+    the same. Layers with their own K and V heads (full, sliding, chunked) also need ``tp`` and their KV
+    heads to divide one another (:func:`kv_heads_per_rank`). MLA layers (DeepSeek-V2/V3) have no KV heads
+    to split: the up-projections and O split by query heads, the latent and the down-projections are
+    replicated, so ``num_key_value_heads`` sets no condition (DeepSeek-V3: 128 heads, 16 per rank at tp=8).
+    Raises ValueError naming ``tp`` and the heads.
+    """
+    model = get_model(model)
+    tp = positive_int(tp, "tp")
+    if model.num_attention_heads % tp:
+        raise ValueError(f"tp={tp} must divide num_attention_heads={model.num_attention_heads} of {model.name} "
+                         "(each tensor-parallel rank computes whole attention heads)")
+    for layer in model.layers:
+        if layer.mixer in ("full", "sliding", "chunked"):
+            _heads_per_rank(layer.kv_heads, tp, model.name)
+    return model.num_attention_heads // tp
+
+
 def _layer_bytes(model: ModelConfig, layer: LayerSpec, width, tp: int):
     """Bytes one token occupies in ``layer`` on one GPU (a Fraction for int4; 0 without KV)."""
     if not layer.caches_kv:
         return 0
-    if layer.mixer == "mla":
-        return layer.k_head_dim * width
+    if layer.mixer == "mla":  # plus DSA's indexer key (V3.2), stored in FP8 whatever the latent's dtype
+        return layer.k_head_dim * width + layer.index_bytes
     return _heads_per_rank(layer.kv_heads, tp, model.name) * (layer.k_head_dim + layer.v_head_dim) * width
 
 
@@ -80,6 +108,7 @@ def kv_cache_bytes_per_token(model: str | ModelConfig, dtype: str = "fp16", tp: 
     """
     model = get_model(model)
     tp, width = positive_int(tp, "tp"), dtype_bytes(dtype)
+    attention_heads_per_rank(model, tp)
     return math.ceil(sum(_layer_bytes(model, layer, width, tp) for layer in model.layers))
 
 
@@ -96,6 +125,7 @@ def kv_cache_bytes(model: str | ModelConfig, tokens: int, batch_size: int = 1, d
     tokens = positive_int(tokens, "tokens")
     batch_size = positive_int(batch_size, "batch_size")
     tp, width = positive_int(tp, "tp"), dtype_bytes(dtype)
+    attention_heads_per_rank(model, tp)
     if block_size is not None:
         block_size = positive_int(block_size, "block_size")
 
@@ -117,6 +147,7 @@ def kv_cache_by_layer_kind(model: str | ModelConfig, tokens: int, dtype: str = "
     """
     model = get_model(model)
     tokens, tp, width = positive_int(tokens, "tokens"), positive_int(tp, "tp"), dtype_bytes(dtype)
+    attention_heads_per_rank(model, tp)
     rows: dict[tuple, dict] = {}
     for layer in model.layers:
         key = (layer.mixer, layer.window, layer.kv_heads, layer.k_head_dim, layer.v_head_dim)
@@ -166,3 +197,37 @@ def max_cached_tokens(model: str | ModelConfig, hardware: str | Hardware, dtype:
         block_size = positive_int(block_size, "block_size")
         tokens -= tokens % block_size
     return tokens
+
+
+def state_bytes_per_sequence(model: str | ModelConfig, dtype: str = "fp16", tp: int = 1) -> int:
+    """Bytes of recurrent state one sequence holds on one GPU, whatever its length (int; 0 without such layers).
+
+    Per Mamba layer, vLLM's shapes (``MambaStateShapeCalculator``): Mamba-1 (Jamba) keeps a conv state of
+    ``d_inner / tp x (d_conv - 1)`` and an SSM state of ``d_inner / tp x d_state`` elements; Mamba-2
+    (Nemotron-H) a conv state of ``(d_conv - 1) x (d_inner + 2 n_groups d_state) / tp`` (``n_groups`` raised
+    to ``tp`` when ``tp`` does not divide it, as vLLM replicates the groups) and an SSM state of
+    ``num_heads / tp x head_dim x d_state``. Both in ``dtype`` (vLLM's ``mamba_cache_dtype="auto"``).
+    Nemotron-H-56B in bf16: 54 Mamba layers x (3 x 20,480 + 256 x 64 x 256) x 2 B = 459,620,352 B per sequence.
+    Raises ValueError for linear-attention layers (their state sizes are not in ``ModelConfig``) or a ``tp``
+    that does not divide the Mamba heads or channels.
+    """
+    model = get_model(model)
+    tp, width = positive_int(tp, "tp"), dtype_bytes(dtype)
+    layers = sum(layer.mixer == "mamba" for layer in model.layers)
+    if any(layer.mixer == "linear_attention" for layer in model.layers):
+        raise ValueError(f"{model.name}: the state of linear-attention layers is not modelled (their sizes are "
+                         "not read from the config)")
+    if not layers:
+        return 0
+    m = model.mamba
+    if m.version == 1:
+        channels, heads = m.d_inner, None
+        conv, ssm = m.d_inner * (m.d_conv - 1), m.d_inner * m.d_state
+    else:
+        groups = m.n_groups if m.n_groups % tp == 0 else tp
+        channels, heads = m.d_inner + 2 * groups * m.d_state, m.num_heads
+        conv, ssm = (m.d_conv - 1) * channels, m.d_inner * m.d_state
+    if channels % tp or (heads is not None and heads % tp) or (heads is None and m.d_inner % tp):
+        raise ValueError(f"tp={tp} must divide the Mamba channels ({channels}) and heads ({heads or m.d_inner}) "
+                         f"of {model.name}")
+    return math.ceil(layers * (conv + ssm) // tp * width)

@@ -40,6 +40,8 @@ class LayerSpec:
     sizes of K and V (0 for layers that cache nothing); an ``mla`` layer caches one latent of
     ``k_head_dim`` = kv_lora_rank + qk_rope_head_dim elements per token (``kv_heads`` 1,
     ``v_head_dim`` 0). ``ffn_width``: intermediate size of the dense FFN, or of one expert.
+    ``index_bytes``: bytes per token cached besides K and V, whatever the cache dtype (DeepSeek sparse
+    attention's indexer key, :func:`dsa_index_key_bytes`; 0 elsewhere).
     """
 
     index: int
@@ -50,6 +52,7 @@ class LayerSpec:
     v_head_dim: int
     ffn: str
     ffn_width: int
+    index_bytes: int = 0
 
     @property
     def caches_kv(self) -> bool:
@@ -67,6 +70,16 @@ class LayerSpec:
         if self.mixer in ("sliding", "chunked"):
             return min(tokens, self.window)
         return tokens
+
+
+def dsa_index_key_bytes(index_head_dim: int) -> int:
+    """Bytes per token and layer of DeepSeek sparse attention's indexer-key cache (int).
+
+    The lightning indexer keeps one key of ``index_head_dim`` per token in FP8 (1 B each) with one
+    fp32 scale per 128-element block: 128 + 4 = 132 B for DeepSeek-V3.2's ``index_head_dim`` 128
+    (``k_cache`` and ``k_scale_cache`` of the Indexer in DeepSeek-V3.2-Exp's inference/model.py).
+    """
+    return index_head_dim + 4 * -(-index_head_dim // 128)
 
 
 @dataclass(frozen=True)

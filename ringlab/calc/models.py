@@ -31,7 +31,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ringlab.calc.layers import FFNS, MIXERS, LayerSpec, MambaSpec
+from ringlab.calc.layers import FFNS, MIXERS, LayerSpec, MambaSpec, dsa_index_key_bytes
 from ringlab.calc.units import dtype_bytes
 
 
@@ -48,7 +48,9 @@ class ModelConfig:
     - ``mlp_types``: each layer's FFN (``FFNS``); None = ``moe`` from ``first_k_dense_replace`` on
       for an MoE model, else ``dense``.
     - ``layer_kv_heads`` / ``layer_intermediate``: per-layer KV heads and dense FFN widths
-      (Nemotron-NAS blocks).
+      (Nemotron-NAS blocks, MiMo-V2's sliding layers, Gemma-4's global layers).
+    - ``layer_head_dims``: per-layer (K, V) head sizes of attention layers (Gemma-4's global
+      layers); None = ``head_dim`` and ``v_head_dim`` everywhere.
 
     Attention: ``head_dim`` is the K (and Q) head size; ``v_head_dim`` the V head size when it
     differs (MLA: the V head size of the decompressed heads); ``attention_chunk_size`` the chunk
@@ -58,7 +60,8 @@ class ModelConfig:
     ``shared_expert_gate``), ``moe_intermediate_size`` (expert width; None = ``intermediate_size``).
     MLA: ``kv_lora_rank``, ``q_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``.
     ``num_nextn_predict_layers``: DeepSeek-V3's multi-token-prediction modules (excluded from
-    ``param_count`` by default). Layout switches used by :mod:`ringlab.calc.params`:
+    ``param_count`` by default). ``index_head_dim``: DeepSeek sparse attention (V3.2), whose indexer
+    caches one more key per token in every MLA layer (``LayerSpec.index_bytes``). Layout switches used by :mod:`ringlab.calc.params`:
     ``mlp_gated``, ``mlp_bias``, ``attention_bias`` (Q/K/V), ``attention_out_bias``,
     ``qk_norm`` ("head" | "full"), ``attention_sinks``, ``expert_bias``, ``router_bias``,
     ``lm_head_bias``, ``position_embeddings`` (learned positions, rows), ``parallel_attn``,
@@ -84,6 +87,7 @@ class ModelConfig:
     mlp_types: tuple[str, ...] | None = None
     layer_kv_heads: tuple[int, ...] | None = None
     layer_intermediate: tuple[int, ...] | None = None
+    layer_head_dims: tuple[tuple[int, int], ...] | None = None
     attention_chunk_size: int | None = None
     num_local_experts: int | None = None
     n_routed_experts: int | None = None
@@ -99,6 +103,7 @@ class ModelConfig:
     qk_nope_head_dim: int | None = None
     v_head_dim: int | None = None
     num_nextn_predict_layers: int = 0
+    index_head_dim: int | None = None
     mlp_gated: bool = True
     mlp_bias: bool = False
     attention_bias: bool = False
@@ -148,7 +153,7 @@ class ModelConfig:
             bad = sorted(set(kinds) - set(allowed))
             if bad:
                 raise ValueError(f"{self.name}: {f} has unknown kinds {bad}; accepted: {', '.join(allowed)}")
-        for f in ("layer_kv_heads", "layer_intermediate"):
+        for f in ("layer_kv_heads", "layer_intermediate", "layer_head_dims"):
             values = getattr(self, f)
             if values is not None and len(values) != self.num_hidden_layers:
                 raise ValueError(f"{self.name}: {f} has {len(values)} entries for {self.num_hidden_layers} layers")
@@ -168,18 +173,21 @@ class ModelConfig:
             if mixer == "full" and self.uses_mla:
                 mixer = "mla"
             window = {"sliding": self.sliding_window, "chunked": self.attention_chunk_size}.get(mixer)
+            index = 0
             if mixer == "mla":
                 kv, k_dim, v_dim = 1, self.kv_lora_rank + self.qk_rope_head_dim, 0
+                index = dsa_index_key_bytes(self.index_head_dim) if self.index_head_dim else 0
             elif mixer in ("full", "sliding", "chunked"):
                 kv = self.layer_kv_heads[i] if self.layer_kv_heads else self.num_key_value_heads
-                k_dim, v_dim = self.head_dim, self.v_head_dim or self.head_dim
+                k_dim, v_dim = (self.layer_head_dims[i] if self.layer_head_dims
+                                else (self.head_dim, self.v_head_dim or self.head_dim))
             else:
                 kv, k_dim, v_dim = 0, 0, 0
             ffn = self.mlp_types[i] if self.mlp_types else (
                 "moe" if self.is_moe and i >= self.first_k_dense_replace else "dense")
             width = {"dense": self.layer_intermediate[i] if self.layer_intermediate else self.intermediate_size,
                      "moe": self.expert_intermediate_size}.get(ffn, 0)
-            out.append(LayerSpec(i, mixer, window, kv, k_dim, v_dim, ffn, width))
+            out.append(LayerSpec(i, mixer, window, kv, k_dim, v_dim, ffn, width, index))
         return tuple(out)
 
     def _default_mixer(self, i: int) -> str:

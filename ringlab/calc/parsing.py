@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 import operator
 import re
 from fractions import Fraction
@@ -42,6 +43,9 @@ MAX_TEXT = 100  # characters: no sane number is longer
 MAX_EXPONENT = 400  # |e| beyond this is refused before any arithmetic
 SIZE_MAX = 2**60  # bytes (1 EiB): far above any one message, model or memory
 COUNT_MAX = 10**18
+INT64_MAX = 2**63 - 1  # the default upper limit of a whole number: numpy holds it in int64
+_FLOAT_MAX = sys.float_info.max  # 1.8e308: a real beyond it has no float
+_FLOAT_TINY = 5e-324  # the smallest positive (subnormal) double
 
 _NUMBER = re.compile(
     r"\s*(?P<sign>[+-])?"
@@ -147,17 +151,45 @@ def _fmt(x) -> str:
     return f"{x:,}" if isinstance(x, int) else f"{x:g}"
 
 
+def _shown(value) -> str:
+    """``value`` (int, float or Fraction) as ``%g`` would show it, also beyond the float range (1e+309)."""
+    try:
+        return f"{float(value):g}"
+    except OverflowError:  # |value| > 1.8e308: read the exponent off the exact integer part
+        digits = str(abs(int(value)))
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:6]}".rstrip("0").rstrip(".") + f"e+{len(digits) - 1}"
+
+
+def _to_float(value: Fraction, text, name: str | None, kind: str) -> float:
+    """``value`` as a float; ValueError (naming ``name``) when it overflows or a non-zero value rounds to 0."""
+    try:
+        result = float(value)
+    except OverflowError:
+        raise ValueError(f"{_label(name, text)}: {kind} beyond the float range (at most {_FLOAT_MAX:.2g})") from None
+    if result == 0 and value != 0:
+        raise ValueError(f"{_label(name, text)}: {kind} nearer 0 than any float (the least is {_FLOAT_TINY:.0e})")
+    return result
+
+
+def _as_written(limit):
+    """A float limit as the decimal its author wrote (0.01 -> 1/100): the exact binary value of 0.01 is a
+    hair above 1/100, so the typed "0.01" would otherwise fall below a limit of 0.01."""
+    return Fraction(repr(limit)) if isinstance(limit, float) and math.isfinite(limit) else limit
+
+
 def _check_range(value, text, name: str | None, lo, hi, kind: str, lo_open: bool = False) -> None:
-    too_low = lo is not None and (value <= lo if lo_open else value < lo)
-    if too_low or (hi is not None and value > hi):
+    # typed text is exact decimal: compare it with the limit as written; a Python float with the float limit
+    exact_lo, exact_hi = (_as_written(lo), _as_written(hi)) if isinstance(text, str) else (lo, hi)
+    too_low = lo is not None and (value <= exact_lo if lo_open else value < exact_lo)
+    if too_low or (hi is not None and value > exact_hi):
         parts = ([f"{'>' if lo_open else '>='} {_fmt(lo)}"] if lo is not None else []) + (
             [f"<= {_fmt(hi)}"] if hi is not None else [])
-        raise ValueError(f"{_label(name, text)}: {kind} must be {' and '.join(parts)}, got {float(value):g}")
+        raise ValueError(f"{_label(name, text)}: {kind} must be {' and '.join(parts)}, got {_shown(value)}")
 
 
 def _whole(value: Fraction, text, name: str | None, kind: str) -> int:
     if value.denominator != 1:
-        raise ValueError(f"{_label(name, text)}: {kind} must be a whole number, got {float(value):g}")
+        raise ValueError(f"{_label(name, text)}: {kind} must be a whole number, got {_shown(value)}")
     return int(value)
 
 
@@ -194,7 +226,7 @@ def parse_bandwidth(text, name: str | None = "bandwidth", *, max: float = 1e15) 
     """
     value = _quantity(text, name, BANDWIDTH_UNITS, "bandwidth", "'400 Gb/s' (bits), '50 GB/s' (bytes)")
     _check_range(value, text, name, 0, max, "bandwidth in bytes/s", lo_open=True)
-    return float(value)
+    return _to_float(value, text, name, "bandwidth in bytes/s")
 
 
 def parse_duration(text, name: str | None = "duration", *, unit: str = "s", min: float = 0.0,
@@ -206,7 +238,7 @@ def parse_duration(text, name: str | None = "duration", *, unit: str = "s", min:
     """
     value = _quantity(text, name, DURATION_UNITS, "duration", "'5', '250ms', '1.5us'", default=unit)
     _check_range(value, text, name, min, max, "duration in seconds", lo_open=min_open)
-    return float(value)
+    return _to_float(value, text, name, "duration in seconds")
 
 
 def parse_real(text, name: str | None = "value", *, min: float | None = None, max: float | None = None,
@@ -214,7 +246,7 @@ def parse_real(text, name: str | None = "value", *, min: float | None = None, ma
     """A finite real number (no unit) within ``[min, max]`` (``(min, max]`` with ``min_open``) -> float."""
     value = _quantity(text, name, {"": Fraction(1)}, "number", "'0.5', '1e-6', '1,000'")
     _check_range(value, text, name, min, max, "number", lo_open=min_open)
-    return float(value)
+    return _to_float(value, text, name, "number")
 
 
 def parse_int(text, name: str | None = "value", *, min: int | None = None, max: int | None = None) -> int:
@@ -245,7 +277,10 @@ def check_real(value, name: str, *, min: float | None = None, max: float | None 
     or a value out of range, both naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int or Fraction beyond 1.8e308
+        raise ValueError(f"{name} must be finite, got {_shown(value)}") from None
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {value!r}")
     _check_range(v, value, name, min, max, "value", lo_open=min_open)

@@ -272,16 +272,25 @@ class PipelineSchedule:
             peaks[s] = peak
         return peaks
 
-    def to_text(self) -> str:
-        """One line per stage; each slot is its op letter followed by the micro-batch number mod 10."""
-        lines = []
-        for s in range(self.stages):
-            cells = [
-                SLOT_LEGEND[int(k)] + (str(int(mb) % 10) if k != IDLE else ".")
-                for k, mb in zip(self.kind[:, s], self.microbatch[:, s])
-            ]
-            lines.append(f"stage {s}: " + " ".join(cells))
-        return "\n".join(lines)
+    def to_text(self, width: int | None = None) -> str:
+        """One line per stage; each slot is its op letter followed by the micro-batch number mod 10.
+
+        With ``width`` (columns), the slots come in blocks that fit it, each under a header row that
+        numbers every fifth slot; without it, one block and no header."""
+        cells = [[SLOT_LEGEND[int(k)] + (str(int(mb) % 10) if k != IDLE else ".")
+                  for k, mb in zip(self.kind[:, s], self.microbatch[:, s])] for s in range(self.stages)]
+        label = len(f"stage {self.stages - 1}: ")
+        slots = len(cells[0]) if cells else 0
+        per_block = max(5, (width - label + 1) // 3 // 5 * 5) if width else max(slots, 1)
+        blocks = []
+        for start in range(0, max(slots, 1), per_block):
+            lines = []
+            if width:
+                marks = "".join(f"{t:<15}" for t in range(start, min(start + per_block, slots), 5))
+                lines.append(("slot:".ljust(label) + marks).rstrip())
+            lines += [f"stage {s}: ".ljust(label) + " ".join(row[start:start + per_block]) for s, row in enumerate(cells)]
+            blocks.append("\n".join(lines))
+        return "\n\n".join(blocks)
 
 
 MAX_GRID_OPS = 2_000_000  # ops simulated one by one in Python: a few seconds

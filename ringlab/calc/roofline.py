@@ -93,7 +93,7 @@ def roofline(flops: float, bytes_moved: float, hardware: str | Hardware, dtype: 
     is :func:`~ringlab.calc.hardware.peak_flops` for ``dtype``, dense unless ``sparse``.
     time = max(flops / peak, bytes_moved / hbm_bandwidth) (Williams et al. 2009).
 
-    Example (PROBLEMS.md P3): ``roofline(512e9, 8e9, "a100-sxm-80gb")`` -> intensity 64 FLOP/B,
+    Example (card 06): ``roofline(512e9, 8e9, "a100-sxm-80gb")`` -> intensity 64 FLOP/B,
     ridge 312e12 / 2.039e12 = 153.0 FLOP/B, memory-bound, 3.9235 ms (compute alone 1.641 ms).
 
     Raises TypeError for non-numbers, ValueError for negative or non-finite sizes, both
@@ -155,7 +155,7 @@ def elementwise_cost(numel: int, n_ops: int, dtype: str = "bf16", fused: bool = 
     ``n_ops - 1`` intermediates is written to HBM and read back: bytes = (n_inputs + 1 +
     2 (n_ops - 1)) x numel x element size. Fused into one kernel the intermediates stay in
     registers: bytes = (n_inputs + 1) x numel x element size. Same FLOPs, fewer bytes, higher
-    intensity (PROBLEMS.md P3 follow-up). Raises TypeError for non-int sizes, ValueError for sizes < 1.
+    intensity (card 06's follow-up, notebook 06). Raises TypeError for non-int sizes, ValueError for sizes < 1.
     """
     for name, value in (("numel", numel), ("n_ops", n_ops), ("n_inputs", n_inputs)):
         check_number(name, value, 1, integer=True)
@@ -176,7 +176,7 @@ def layernorm_cost(rows: int, cols: int, dtype: str = "bf16") -> tuple[int, int]
     FLOPs = 7 x rows x cols (see ``LAYERNORM_FLOPS_PER_ELEMENT``; the per-row divide and rsqrt
     are ignored). Bytes: input read once and output written once in ``dtype``, plus gamma and
     beta (``cols`` each, same dtype); statistics stay on chip (a single-pass fused kernel,
-    as in PROBLEMS.md P11). Raises TypeError for non-int sizes, ValueError for sizes < 1.
+    as in notebook 12). Raises TypeError for non-int sizes, ValueError for sizes < 1.
     """
     check_number("rows", rows, 1, integer=True)
     check_number("cols", cols, 1, integer=True)

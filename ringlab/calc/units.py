@@ -7,6 +7,7 @@ API
 ``dtype_bytes(name)``    bytes per element for a name or alias ("bfloat16" -> 2); ValueError if unknown
 ``canonical_dtype(name)`` the canonical name ("float16" -> "fp16")
 ``format_bytes(n)``      "42,949,672,960 B (42.95 GB / 40.00 GiB)"
+``format_size(n)``       "3.28 GB" (or "1.00 GiB" with binary=True): one sensible unit, labelled
 ``format_flops(f)``      "312.0 TFLOP/s"-style text for a rate in FLOP/s
 ``parse_size(text)``     "64MiB" | "1GB" | "16Mb" (bits) | "7e9" | 123 -> int bytes
 ``parse_count(text)``    "7B" (billion) | "70M" | 7e9 -> int; both from :mod:`ringlab.calc.parsing`,
@@ -99,6 +100,23 @@ def format_bytes(n: int | float | Fraction) -> str:
         n = int(n)
     exact = f"{n:,} B" if isinstance(n, int) else f"{float(n):,.1f} B"
     return f"{exact} ({float(n) / GB:,.2f} GB / {float(n) / GiB:,.2f} GiB)"
+
+
+def format_size(n: int | float | Fraction, binary: bool = False) -> str:
+    """A byte count in the largest unit that keeps it at 1 or more, labelled: ``3_283_200_000`` ->
+    ``'3.28 GB'``; ``binary=True`` uses powers of 2 (``2**30`` -> ``'1.00 GiB'``). Bytes below 1 kB (1 KiB)
+    are exact (``'512 B'``). Decimal prefixes are powers of 10 (GB = 10**9 B), binary ones of 2 (IEC 80000-13).
+    """
+    base, names = (1024, ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")) if binary else \
+        (1000, ("kB", "MB", "GB", "TB", "PB", "EB"))
+    value = float(n)
+    if abs(value) < base:
+        return f"{int(value):,} B" if value == int(value) else f"{value:,.1f} B"
+    for power, name in enumerate(names, start=1):
+        scaled = value / base ** power
+        if round(abs(scaled), 2) < base or name == names[-1]:  # 999,999 B is 1.00 MB, not 1,000.00 kB
+            return f"{scaled:,.2f} {name}"
+    raise AssertionError("unreachable")
 
 
 def format_flops(rate: float) -> str:

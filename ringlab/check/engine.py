@@ -61,6 +61,11 @@ def named_mistake(got: float, known_wrong: dict[str, float]) -> str:
     return ""
 
 
+def not_attempted_message(reason: str) -> str:
+    """The message of a ``not attempted`` result whose stub raised ``NotImplementedError(reason)``."""
+    return f"not attempted yet: {reason}"
+
+
 class CaseFailure(Exception):
     """Raised by a check: ``message`` in words, the ``traffic`` table of the case if any."""
 
@@ -77,10 +82,11 @@ def _run_case(check, fn, case: dict):
     except CaseFailure as failure:
         return WRONG, failure.message, failure.traffic
     except NotImplementedError as exc:
-        return NOT_ATTEMPTED, f"not attempted yet: {exc}", []
+        return NOT_ATTEMPTED, not_attempted_message(str(exc)), []
     except Exception as exc:  # the learner's code may raise anything; report it, never propagate
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        where = f" (line {frame.lineno} of {frame.filename.rsplit('/', 1)[-1]})"
+        # raised in the sandbox's child (ringlab.check.wire): the learner's line travels with it
+        filename, lineno = getattr(exc, "_ringlab_where", None) or traceback.extract_tb(exc.__traceback__)[-1][:2]
+        where = f" (line {lineno} of {filename.rsplit('/', 1)[-1]})"
         return WRONG, f"raised {type(exc).__name__}: {exc}{where}", []
     return None
 

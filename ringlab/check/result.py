@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
+from ringlab.course import topic_of_exercise
+
 NOT_ATTEMPTED, WRONG, PASSED = "not attempted", "wrong", "passed"
 
 
@@ -47,8 +49,23 @@ class GradeResult:
     def passed(self) -> bool:
         return self.status == PASSED
 
+    @property
+    def next_step(self) -> str:
+        """For a ``not attempted`` verdict: the file to write the exercise in and the command that grades it
+        (``""`` otherwise, or for an id that is not registered)."""
+        if self.status != NOT_ATTEMPTED:
+            return ""
+        try:
+            topic = topic_of_exercise(self.exercise)
+        except ValueError:
+            return ""
+        return (f"to attempt it: write {self.function} in {topic.exercise_file}, save, and grade it with "
+                f"`ringlab check {self.exercise}` (in a notebook: grade(\"{self.exercise}\"))")
+
     def __str__(self) -> str:
         lines = [f"{self.exercise} {self.function}: {self.status.upper()}{self._cases_text()}", self.message]
+        if self.next_step:
+            lines.append(self.next_step)
         if self.inputs:
             lines.append("reproduce with: " + ", ".join(f"{k}={_short(v)}" for k, v in self.inputs.items()))
         if self.traffic:
@@ -70,6 +87,8 @@ class GradeResult:
         parts = [f'<div class="ringlab-grade"><b style="color:{colour}">{html.escape(self.exercise)} '
                  f"{html.escape(self.function)}: {self.status}</b>"
                  f"<span>{self._cases_text()}</span><br>{html.escape(self.message)}"]
+        if self.next_step:
+            parts.append(f"<br>{html.escape(self.next_step)}")
         if self.inputs:
             items = "".join(f"<li><code>{html.escape(k)} = {html.escape(_short(v))}</code></li>"
                             for k, v in self.inputs.items())

@@ -93,6 +93,30 @@ def get_link(link) -> Link:
         raise TypeError("link must be a preset name or have .alpha (s) and .bandwidth (B/s per direction)") from None
 
 
+# Presets that are one network port of a host, as opposed to a link inside a node (NVLink, PCIe).
+NETWORK_LINKS = ("ib-ndr", "ib-xdr")
+
+
+def single_gpu_hosts(link) -> Link:
+    """``link``, a network preset (:data:`NETWORK_LINKS`: ``ib-ndr``, ``ib-xdr``, by name or as the
+    :class:`Link`), as the machine the flat alpha-beta model describes exactly: hosts with one GPU per host
+    and one port of ``link`` each, behind a non-blocking switch, so every step of every schedule crosses
+    that port, at any number of ranks. Same ``alpha`` and ``bandwidth``; the name states the framing
+    (``"ib-ndr, one GPU per host"``), so the plots and tables that print it say which machine they time.
+
+    A DGX/HGX node is not such a host: its GPUs talk over NVLink and leave the node through a NIC each, on
+    their own rails. Time those as a cluster: ``ringlab.topology.get_cluster("dgx-h100", nodes)``.
+    Raises ValueError for any other link, naming the accepted presets.
+    """
+    preset = LINKS.get(link) if isinstance(link, str) else next(
+        (LINKS[name] for name in NETWORK_LINKS if link == LINKS[name]), None)
+    if preset is None or preset.name not in NETWORK_LINKS:
+        raise ValueError(f"link must be one of the network presets {', '.join(NETWORK_LINKS)} (a port per host), "
+                         f"got {getattr(link, 'name', link)!r}; GPUs inside a node share an NVLink or PCIe domain")
+    return Link(f"{preset.name}, one GPU per host", preset.alpha, preset.bandwidth,
+                f"{preset.source}; one GPU and one port per host")
+
+
 def _check_gamma(gamma) -> None:
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < math.inf:
         raise ValueError(f"gamma must be a finite number of seconds per byte >= 0, got {gamma!r}")
@@ -155,9 +179,22 @@ def reduced_bytes(collective: str, algorithm: str, world_size: int, message_byte
     return per_algorithm[algorithm]
 
 
+# The closed forms count bytes in int64. No algorithm's busiest rank sends more than (N - 1) x M bytes (the
+# direct all-reduce sends exactly that; tests/test_cli_cost.py checks every algorithm) and none computes
+# with more than twice that, so (N - 1) x M <= 2**61 keeps every count exact.
+BYTES_MAX = 2**61
+
+
 def busiest_bytes(collective: str, algorithm: str, world_size: int, message_bytes: int, root: int = 0) -> int:
-    """Closed-form bytes sent by the busiest rank for a message of ``message_bytes`` (1-byte elements)."""
-    return int(get_algorithm(collective, algorithm).bytes_sent(world_size, int(message_bytes), 1, root).max())
+    """Closed-form bytes sent by the busiest rank for a message of ``message_bytes`` (1-byte elements).
+
+    Raises ValueError when ``(world_size - 1) * message_bytes`` exceeds :data:`BYTES_MAX` (2**61 B, about
+    2.3 EB), beyond which int64 counts could overflow."""
+    n, m = check_world_size(world_size), int(message_bytes)
+    if max(n - 1, 1) * m > BYTES_MAX:
+        raise ValueError(f"(world_size - 1) x message_bytes = {n - 1:,} x {m:,} B is above {BYTES_MAX:,} B "
+                         "(2**61), the most a rank's byte count holds exactly; use fewer ranks or a smaller size")
+    return int(get_algorithm(collective, algorithm).bytes_sent(n, m, 1, root).max())
 
 
 def alpha_beta_time(collective: str, algorithm: str, world_size: int, message_bytes: int, link, gamma: float = 0.0) -> float:
@@ -179,12 +216,16 @@ def linear_cost(collective: str, algorithm: str, world_size: int, fabric, gamma:
     """The alpha-beta(-gamma) time as a line ``t(M) = a + b M``: returns ``(a`` seconds, ``b`` seconds per byte).
 
     Exact for messages divisible by every chunk count the algorithm uses (N, the power of two p,
-    the tree's two halves). Two algorithms with equal ``(a, b)`` cost the same at every size.
+    the tree's two halves), measured on the least such size, or for N above about 2**20 where that
+    size's byte count would pass :data:`BYTES_MAX`, on the largest multiple of 2N below it (relative
+    error under p / that size, about 1e-7). Two algorithms with equal ``(a, b)`` cost the same at every size.
     """
     lk = get_link(fabric)
     n = check_world_size(world_size)
     _check_gamma(gamma)
-    unit = 2 * n * (1 << (n.bit_length() - 1))  # divisible by N, by p and by the tree's 2 halves
+    unit = math.lcm(2, n, 1 << (n.bit_length() - 1))  # divisible by N, by p and by the tree's 2 halves
+    if max(n - 1, 1) * unit > BYTES_MAX:  # N > ~2**20 with a large odd factor: the largest multiple of 2N that
+        unit = BYTES_MAX // max(n - 1, 1) // (2 * n) * (2 * n)  # counts exactly (slope off by < p / unit)
     b = busiest_bytes(collective, algorithm, n, unit) / unit / lk.bandwidth
     b += gamma * reduced_bytes(collective, algorithm, n, unit) / unit
     return latency_terms(collective, algorithm, n) * lk.alpha, b

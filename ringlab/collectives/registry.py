@@ -7,7 +7,7 @@ NCCL / MPICH (algorithms).
 Every builder is named ``<algorithm>_<collective>_schedule`` and returns data (a Schedule, nothing
 runs); its closed form is the same name ending in ``_bytes``. Functions that run a collective start
 with ``run_`` (``ringlab.sim.run_collective``, ``ringlab.dist.run_ring_all_reduce``), except the
-public face of DESIGN.md's contract (``ringlab.ring_allreduce``, ``ringlab.reduce_scatter``, ``ringlab.all_gather``).
+public one-call API (``ringlab.ring_allreduce``, ``ringlab.reduce_scatter``, ``ringlab.all_gather``).
 """
 
 from __future__ import annotations

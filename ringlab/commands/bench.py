@@ -73,8 +73,8 @@ def main(argv: list[str]) -> int:
             backend, world_size = args.backend or "gloo", args.world_size or 2
             limit = max_local_ranks(backend, args.max_bytes)
             if world_size > limit:
-                raise ValueError(f"--world-size {world_size}: this machine can run at most {limit} {backend} "
-                                 f"ranks with {args.max_bytes:,}-byte messages (cores, GPUs and available memory)")
+                raise ValueError(f"--world-size {world_size}: this machine can run at most {limit} ranks with --backend "
+                                 f"{backend} and {args.max_bytes:,}-byte messages (cores, GPUs and available memory)")
             result = run_bench(args.collective, world_size, backend, args.min_bytes, args.max_bytes,
                                args.dtype, args.iters, args.warmup, args.timeout)
         rows, devices = result

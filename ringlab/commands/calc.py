@@ -15,7 +15,7 @@ import importlib
 import sys
 from types import SimpleNamespace
 
-from ringlab import cli_args
+from ringlab import cli_args, textfmt
 
 # name -> (module, function taking argv and returning an exit code, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -29,8 +29,9 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 def emit(data: dict, text: str, as_json: bool) -> int:
-    """Print ``data`` as JSON (``--json``) or ``text``; return exit code 0."""
-    print(cli_args.json_text(data) if as_json else text)
+    """Print ``data`` as JSON (``--json``) or ``text``, each line wrapped at 100 columns under its own
+    indent (tables in ``text`` must already fit: :func:`ringlab.textfmt.table`); return exit code 0."""
+    print(cli_args.json_text(data) if as_json else textfmt.wrap_lines(text))
     return 0
 
 
@@ -57,6 +58,15 @@ def _kind_text(row: dict) -> str:
         return f"  {row['layers']:>4} x {kind}: no KV cache"
     return (f"  {row['layers']:>4} x {kind}: {layout}, {row['bytes_per_token']:,} B/token/layer, "
             f"holding {row['held_tokens']:,} tokens")
+
+
+def _per_token_text(per_token: int, averaged: float, tokens: int) -> str:
+    """The per-token line of ``calc kv``: one figure, or two when windows or blocks make them differ."""
+    if round(averaged) == per_token:
+        return f"  per token (every KV layer, one GPU): {per_token:,} B"
+    why = "whole blocks round the context up" if averaged > per_token else "sliding windows hold fewer tokens"
+    return (f"  per token (every KV layer, one GPU): {per_token:,} B while every layer holds the token; "
+            f"{averaged:,.0f} B averaged over {tokens:,} tokens ({why})")
 
 
 def kv_main(argv: list[str]) -> int:
@@ -93,9 +103,8 @@ def kv_main(argv: list[str]) -> int:
     text = "\n".join([
         f"{model.name}: {model.num_hidden_layers} layers, {args.dtype}, tp={args.tp}",
         *(_kind_text(row) for row in kinds),
-        f"  per token (every KV layer, one GPU): {per_token:,} B; at {args.tokens:,} tokens: "
-        f"{total / (args.tokens * args.batch):,.0f} B per token",
-        f"  {args.batch} x {args.tokens} tokens: {format_bytes(total)}",
+        _per_token_text(per_token, total / (args.tokens * args.batch), args.tokens),
+        f"  {args.batch:,} x {args.tokens:,} tokens: {format_bytes(total)}",
         *(f"  note: {n}" for n in model.notes),
     ])
     return emit(data, text, args.json)
@@ -103,6 +112,7 @@ def kv_main(argv: list[str]) -> int:
 
 def comm_main(argv: list[str]) -> int:
     from ringlab.calc import get_model, grad_comm_bytes, parse_count
+    from ringlab.calc.comm import canonical_strategy
 
     p = cli_args.ArgumentParser(prog="ringlab calc comm",
                                 description="Bytes each rank sends per optimizer step, and model-state memory per GPU.")
@@ -112,11 +122,14 @@ def comm_main(argv: list[str]) -> int:
     source.add_argument("--model", type=cli_args.name_or_path, help="model preset or config.json path: its parameter count, layer by layer")
     p.add_argument("--world-size", type=cli_args.integer(min=1, max=1 << 24), default=None, help="data-parallel ranks (default with --topology: all its GPUs)")
     p.add_argument("--dtype", type=cli_args.text(), default="bf16", help="dtype of parameters and gradients (default bf16)")
-    p.add_argument("--gpus-per-node", type=cli_args.integer(min=1, max=1024), default=None, help="for hybrid_shard")
+    p.add_argument("--gpus-per-node", type=cli_args.integer(min=1, max=1024), default=None,
+                   help="ranks per node that shard the model, for --strategy hybrid_shard (default with --topology: "
+                        "its GPUs per node)")
     p.add_argument("--grad-accum", type=cli_args.integer(min=1, max=10**6), default=1, help="micro-batches per optimizer step (default 1)")
     p.add_argument("--bandwidth", type=cli_args.bandwidth(), default=None,
                    help="link bandwidth per direction, e.g. 450GB/s or 400Gb/s (bits); adds a time estimate")
-    p.add_argument("--alpha-us", type=cli_args.real(min=0, max=1e6), default=0.0, help="per-step latency in microseconds (with --bandwidth)")
+    p.add_argument("--alpha-us", type=cli_args.real(min=0, max=1e6), default=None,
+                   help="per-step latency in microseconds (with --bandwidth; default 0)")
     p.add_argument("--topology", type=cli_args.text(), default=None,
                    help="cluster preset of ringlab.topology (dgx-h100, ...): time from its "
                                                     "NVLink domains and rails instead of one link")
@@ -126,6 +139,12 @@ def comm_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     try:
         n_params = get_model(args.model).param_count() if args.model else parse_count(args.params)
+        if args.gpus_per_node is not None and canonical_strategy(args.strategy) != "hybrid_shard":
+            raise ValueError(f"--gpus-per-node applies to --strategy hybrid_shard only; {args.strategy} shards "
+                             "over all ranks or none")
+        if args.alpha_us is not None and args.bandwidth is None:
+            raise ValueError("--alpha-us is the latency of the --bandwidth link; give --bandwidth too (--topology "
+                             "has its own latencies)")
         cluster = _comm_cluster(args)
         if args.world_size is None:
             raise ValueError("--world-size is required (or --topology with --nodes)")
@@ -133,7 +152,7 @@ def comm_main(argv: list[str]) -> int:
                                  gpus_per_node=args.gpus_per_node, grad_accum_steps=args.grad_accum)
         link = None
         if args.bandwidth is not None:
-            link = SimpleNamespace(alpha=args.alpha_us * 1e-6, bandwidth=float(args.bandwidth))
+            link = SimpleNamespace(alpha=(args.alpha_us or 0.0) * 1e-6, bandwidth=float(args.bandwidth))
         seconds = result.time(link) if link else result.time_on_cluster(cluster) if cluster else None
     except (ValueError, TypeError, OSError) as e:
         return fail(p.prog, e)

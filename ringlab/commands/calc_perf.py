@@ -10,7 +10,7 @@ results and errors.
 
 from __future__ import annotations
 
-from ringlab import cli_args
+from ringlab import cli_args, textfmt
 from ringlab.commands.calc import emit, fail
 
 
@@ -158,5 +158,5 @@ def bubble_main(argv: list[str]) -> int:
         data["grid_makespan"] = grid.makespan
         data["grid_idle_slots"] = grid.idle_slots().tolist()
         data["grid_bubble_fraction_ideal"] = grid.bubble_fraction("ideal")
-        text += [f"simulated: {grid.makespan} slots, bubble {grid.bubble_fraction('ideal'):.4f} of ideal", grid.to_text()]
+        text += [f"simulated: {grid.makespan} slots, bubble {grid.bubble_fraction('ideal'):.4f} of ideal", grid.to_text(textfmt.WIDTH)]
     return emit(data, "\n".join(text), args.json)

@@ -12,12 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ringlab import cli_args
+from ringlab import cli_args, textfmt
 
 from ringlab.collectives import COLLECTIVES
 from ringlab.collectives.cost import LARGE_MESSAGE_ALGORITHM, LINKS, Link, cost_table, crossover, get_link, linear_cost
-from ringlab.calc.units import parse_size
+from ringlab.calc.units import format_size, parse_size
 from ringlab.topology import FABRICS, PRESETS, PROTOCOLS, cluster_schedules, cost_of, custom_cluster, get_cluster
+from ringlab.topology.cluster import MAX_LINKS
+
+GPU_GBS_MIN = 0.1  # GB/s: below a PCIe 1.0 x1 lane (0.25 GB/s); smaller is a unit slip (Gb/s? MB/s?)
+NIC_GBPS_MIN = 1.0  # Gb/s: below any NIC sold for a cluster
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--world-size", type=cli_args.integer(min=1, max=1 << 22), help="number of ranks N (default 64; with --topology, nodes x GPUs)")
     p.add_argument("--size", type=cli_args.size(), default="1GiB",
                    help="message size S as nccl-tests defines it, e.g. 1GiB, 64MB, 4096 (default 1GiB)")
-    p.add_argument("--fabric", type=cli_args.text(), default="nvlink4", help=f"link preset: {', '.join(LINKS)} (default nvlink4)")
+    p.add_argument("--fabric", type=cli_args.text(), help=f"flat link preset: {', '.join(LINKS)} (default nvlink4; "
+                   "not with --topology, whose links are the cluster's)")
     p.add_argument("--alpha", type=cli_args.duration(min=0, min_open=False, max=1.0),
                    help="override the preset's latency per step: seconds, or 5us, 2ms")
     p.add_argument("--bandwidth", type=cli_args.bandwidth(),
@@ -36,14 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
     c = p.add_argument_group("cluster (ringlab.topology)")
     c.add_argument("--topology", type=cli_args.text(), help=f"cluster preset: {', '.join(PRESETS)}, or custom (with the flags below)")
     c.add_argument("--nodes", type=cli_args.integer(min=1, max=100_000), default=1, help="nodes (NVLink domains) of the cluster (default 1)")
-    c.add_argument("--channels", type=cli_args.integer(min=1, max=1024), help="rings / tree pairs NCCL-style (default: one per GPU, at most 16)")
+    c.add_argument("--channels", type=cli_args.integer(min=1, max=1024),
+                   help="rings / tree pairs NCCL-style, 1 to 1024 (default: one per GPU of a node: 8 on dgx-h100, 72 on "
+                        "gb200-nvl72)")
     c.add_argument("--algorithm", type=cli_args.text(), help="only this algorithm (flat or topology-aware)")
     c.add_argument("--protocol", choices=tuple(PROTOCOLS), help="NCCL protocol efficiency (default simple = 1)")
     c.add_argument("--gpus-per-node", type=cli_args.integer(min=1, max=1024), help="custom: GPUs per node")
-    c.add_argument("--gpu-gbs", type=cli_args.real(min=0, min_open=True, max=1e5), help="custom: GB/s per GPU per direction (per link for --intra mesh)")
-    c.add_argument("--intra", choices=FABRICS, default="nvswitch", help="custom: how GPUs in a node connect")
+    c.add_argument("--gpu-gbs", type=cli_args.real(min=0, min_open=True, max=1e5),
+                   help=f"custom: GB/s per GPU per direction (per link for --intra mesh), {GPU_GBS_MIN:g} to 100,000")
+    c.add_argument("--intra", choices=FABRICS, help="custom: how GPUs in a node connect (default nvswitch)")
     c.add_argument("--nics", type=cli_args.integer(min=0, max=1024), default=0, help="custom: NICs per node")
-    c.add_argument("--nic-gbps", type=cli_args.real(min=0, max=1e5), default=0.0, help="custom: Gb/s per NIC, as sold (400 for NDR)")
+    c.add_argument("--nic-gbps", type=cli_args.real(min=0, max=1e5), default=0.0,
+                   help=f"custom: Gb/s per NIC, as sold (400 for NDR), {NIC_GBPS_MIN:g} to 100,000 (0: no NICs)")
     return p
 
 
@@ -54,14 +63,15 @@ def _format(rows: list[dict], header: str) -> str:
               str(r["steps"]) + ("" if r["latency_terms"] == r["steps"] else f" ({r['latency_terms']} alpha)"),
               f"{r['seconds'] * 1e6:,.1f}", "-" if r["busbw"] is None else f"{r['busbw'] / 1e9:.1f}"]
              for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
-    fmt = "  ".join(f"{{:<{widths[0]}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
-    lines = [header, fmt.format(*head), fmt.format(*("-" * w for w in widths))]
-    lines += [fmt.format(*c) for c in cells]
-    return "\n".join(lines)
+    return "\n".join([textfmt.wrap(header)] + textfmt.table(head, cells, align="lrrrrrr"))
 
 
 _FLAT_ONLY = ("alpha", "bandwidth")
+
+
+def _size_text(size: int) -> str:
+    """S as exact bytes and in the decimal and binary unit that suit it: 1,073,741,824 B (1.07 GB, 1.00 GiB)."""
+    return f"{size:,} B ({format_size(size)}, {format_size(size, binary=True)})" if size >= 1000 else f"{size:,} B"
 
 
 def _cluster(args):
@@ -69,14 +79,30 @@ def _cluster(args):
         if not args.gpus_per_node or not args.gpu_gbs:
             raise ValueError("--topology custom needs --gpus-per-node and --gpu-gbs (and --nics, --nic-gbps for "
                              "more than one node)")
-        return custom_cluster(args.nodes, args.gpus_per_node, args.gpu_gbs * 1e9, nics_per_node=args.nics,
-                              nic_gbps=args.nic_gbps, fabric=args.intra)
+        if args.gpu_gbs < GPU_GBS_MIN:
+            raise ValueError(f"--gpu-gbs {args.gpu_gbs:g} is below {GPU_GBS_MIN:g} GB/s; the rate is in GB/s per GPU "
+                             "and direction: 450 for NVLink 4")
+        if 0 < args.nic_gbps < NIC_GBPS_MIN:
+            raise ValueError(f"--nic-gbps {args.nic_gbps:g} is below {NIC_GBPS_MIN:g} Gb/s (0 means no NICs); NICs "
+                             "are sold in Gb/s: 400 for NDR")
+        cluster = custom_cluster(args.nodes, args.gpus_per_node, args.gpu_gbs * 1e9, nics_per_node=args.nics,
+                                 nic_gbps=args.nic_gbps, fabric=args.intra or "nvswitch")
+        if cluster.link_count > MAX_LINKS:
+            raise ValueError(f"--nodes {args.nodes:,} x --gpus-per-node {args.gpus_per_node:,} ({cluster.fabric}) "
+                             f"make {cluster.link_count:,} links, over the limit of {MAX_LINKS:,}")
+        return cluster
+    if args.intra is not None:
+        raise ValueError(f"--intra applies to --topology custom only; {args.topology} has its own in-node fabric")
     for flag in ("gpus_per_node", "gpu_gbs"):
         if getattr(args, flag) is not None:
             raise ValueError(f"--{flag.replace('_', '-')} applies to --topology custom only")
     if args.nics or args.nic_gbps:
         raise ValueError("--nics and --nic-gbps apply to --topology custom only")
-    return get_cluster(args.topology, args.nodes)
+    cluster = get_cluster(args.topology, args.nodes)
+    if cluster.link_count > MAX_LINKS:
+        raise ValueError(f"--nodes {args.nodes:,} of {args.topology} make {cluster.link_count:,} links, over the limit "
+                         f"of {MAX_LINKS:,}")
+    return cluster
 
 
 def _cluster_rows(args, cluster, size: int) -> tuple[list[dict], list[tuple[str, str]]]:
@@ -96,26 +122,28 @@ def _cluster_rows(args, cluster, size: int) -> tuple[list[dict], list[tuple[str,
 
 
 def _format_cluster(rows: list[dict], header: str) -> str:
-    head = ["algorithm", "steps", "time (us)", "algbw GB/s", "busbw GB/s", "line-rate busbw", "bottleneck", "leaves node",
-            "busiest NIC GB", "busiest GPU link GB"]
-    cells = []
+    def gbs(value):
+        return "-" if value is None else f"{value / 1e9:,.1f}"
+
+    timing, traffic = [], []
     for r in rows:
         per = r["bytes_per_link_class"]
         gpu_max = max((per[k]["max"] for k in ("nvlink", "xgmi") if k in per), default=per["pcie"]["max"])
-        cells.append([r["algorithm"], str(r["steps"]), f"{r['seconds'] * 1e6:,.1f}",
-                      "-" if r["algbw"] is None else f"{r['algbw'] / 1e9:.1f}",
-                      "-" if r["busbw"] is None else f"{r['busbw'] / 1e9:.1f}",
-                      "-" if r["line_rate_busbw"] is None else f"{r['line_rate_busbw'] / 1e9:.1f}",
-                      r["bottleneck"] or "-", f"{r['inter_node_fraction']:.1%}",
-                      f"{per['nic']['max'] / 1e9:.3f}" if "nic" in per else "-", f"{gpu_max / 1e9:.3f}"])
-    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(head)]
-    fmt = "  ".join(f"{{:<{w}}}" if i in (0, 6) else f"{{:>{w}}}" for i, w in enumerate(widths))
-    return "\n".join([header, fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*c) for c in cells])
+        timing.append([r["algorithm"], f"{r['steps']:,}", f"{r['seconds'] * 1e6:,.1f}", gbs(r["algbw"]),
+                       gbs(r["busbw"]), gbs(r["line_rate_busbw"])])
+        traffic.append([r["algorithm"], r["bottleneck"] or "-", f"{r['inter_node_fraction']:.1%}",
+                        f"{per['nic']['max'] / 1e9:,.3f}" if "nic" in per else "-", f"{gpu_max / 1e9:,.3f}"])
+    return "\n".join([textfmt.wrap(header), ""]
+                     + textfmt.table(["algorithm", "steps", "time (us)", "algbw GB/s", "busbw GB/s",
+                                      "line-rate busbw GB/s"], timing, align="lrrrrr")
+                     + ["", "bytes on the busiest links:"]
+                     + textfmt.table(["algorithm", "bottleneck link", "leaves node", "NIC GB (max)",
+                                      "GPU link GB (max)"], traffic, align="llrrr"))
 
 
 def _main_cluster(parser, args) -> int:
     try:
-        for flag in _FLAT_ONLY:
+        for flag in _FLAT_ONLY + ("fabric",):
             if getattr(args, flag) is not None:
                 raise ValueError(f"--{flag} sets the flat link; with --topology the cluster's links are used")
         if args.gamma:
@@ -126,6 +154,9 @@ def _main_cluster(parser, args) -> int:
                              f"{cluster.gpus_per_node} GPUs = {cluster.world_size}; leave it out with --topology")
         size = parse_size(args.size)
         rows, skipped = _cluster_rows(args, cluster, size)
+        if not rows:  # every algorithm over the limits (or unavailable): nothing to show
+            raise ValueError(f"no algorithm runs on --nodes {args.nodes:,} of {cluster.name}: "
+                             + "; ".join(f"{n}: {w}" for n, w in skipped[:2]) + ("; ..." if len(skipped) > 2 else ""))
     except (ValueError, TypeError) as exc:
         parser.exit(2, f"ringlab cost: error: {exc}\n")
     if args.json:
@@ -138,12 +169,13 @@ def _main_cluster(parser, args) -> int:
                           "protocol": args.protocol or "simple", "algorithms": rows,
                           "skipped": [{"algorithm": n, "why": w} for n, w in skipped]}))
         return 0
-    header = (f"{args.collective}, S={size:,} B ({size / 1e9:.3f} GB, {size / 2**30:.3f} GiB) on {cluster.describe()}")
+    header = f"{args.collective}, S={_size_text(size)} on {cluster.describe()}"
     print(_format_cluster(rows, header))
     for name, why in skipped:
-        print(f"{name}: not run ({why})")
-    print("model: each step costs its latency plus its busiest link's bytes over that link's bandwidth; line-rate "
-          "busbw: the busiest link of the whole run saturated (the ceiling). See ringlab.topology.timing")
+        print(textfmt.wrap(f"{name}: not run ({why})"))
+    print(textfmt.wrap("model: each step costs its latency plus its busiest link's bytes over that link's bandwidth; "
+                       "line-rate busbw: the busiest link of the whole run saturated (the ceiling). See "
+                       "ringlab.topology.timing"))
     return 0
 
 
@@ -155,12 +187,12 @@ def main(argv: list[str]) -> int:
     if args.world_size is None:
         args.world_size = 64
     try:
-        for flag in ("channels", "algorithm", "protocol", "gpus_per_node", "gpu_gbs"):
+        for flag in ("channels", "algorithm", "protocol", "gpus_per_node", "gpu_gbs", "intra"):
             if getattr(args, flag) is not None:
                 raise ValueError(f"--{flag.replace('_', '-')} needs --topology")
         if args.nodes != 1 or args.nics or args.nic_gbps:
             raise ValueError("--nodes, --nics and --nic-gbps need --topology")
-        link = get_link(args.fabric)
+        link = get_link(args.fabric or "nvlink4")
         if args.alpha is not None or args.bandwidth is not None:
             link = Link(f"{link.name} (custom)", args.alpha if args.alpha is not None else link.alpha,
                         args.bandwidth if args.bandwidth is not None else link.bandwidth, link.source)
@@ -179,7 +211,7 @@ def main(argv: list[str]) -> int:
                           "gamma_s_per_byte": args.gamma, "algorithms": rows,
                           "crossover_bytes": {"against": base, **cross} if cross else None}))
         return 0
-    header = (f"{args.collective}, N={args.world_size}, S={size:,} B ({size / 1e9:.3f} GB, {size / 2**30:.3f} GiB), "
+    header = (f"{args.collective}, N={args.world_size:,}, S={_size_text(size)}, "
               f"{link.name}: alpha={link.alpha * 1e6:g} us, "
               f"{args.bandwidth.echo() if args.bandwidth is not None else f'{link.bandwidth / 1e9:g} GB/s'} "
               "per direction")
@@ -190,10 +222,10 @@ def main(argv: list[str]) -> int:
             print(f"{base} ties with {name}: the same cost at every size in this model")
             continue
         where = ("never" if m is None else "always" if m == 0 else
-                 f"above {m:,.0f} B ({m / 1e6:,.2f} MB)")
-        print(f"{base} beats {name}: {where}")
-    print("model: t = steps x alpha + busiest rank's bytes / bandwidth (+ gamma x bytes reduced); "
-          "see ringlab.collectives.cost")
+                 f"above {m:,.0f} B ({format_size(m)})")
+        print(textfmt.wrap(f"{base} beats {name}: {where}"))
+    print(textfmt.wrap("model: t = steps x alpha + busiest rank's bytes / bandwidth (+ gamma x bytes reduced); "
+                       "see ringlab.collectives.cost"))
     return 0
 
 

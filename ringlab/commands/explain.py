@@ -4,7 +4,8 @@
     mpirun ... all_reduce_perf ... | ringlab explain -
 
 All files are read together: a table in one file and its NCCL_DEBUG_FILE logs in others describe one
-run. Exit codes: 0 read and explained; 1 a correctness failure (#wrong > 0) was found; 2 usage error
+run. Files are streamed (a table of any length in bounded memory); only regular files and stdin are
+read (a FIFO or a device is refused: it could block or never end). Exit codes: 0 read and explained; 1 a correctness failure (#wrong > 0) was found; 2 usage error
 or an input that is not nccl-tests output, nccl-tests/rccl-tests JSON or an NCCL log (the message
 names the line). The model and its sources are in :mod:`ringlab.nccl`.
 """
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 
-from ringlab import cli_args
-from ringlab.nccl import ParseError, explain_texts
-from ringlab.nccl.lines import decode
+from ringlab import cli_args, textfmt
+from ringlab.nccl import ParseError, explain
+from ringlab.nccl.reader import read_paths
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,10 +31,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nic-gbps", type=cli_args.real(min=0, min_open=True, max=100_000),
                    help="line rate per NIC in Gb/s (bits) as sold (400 for NDR = 50 GB/s), multi-node ceiling")
     return p
-
-
-def _read(name: str) -> str:
-    return decode(cli_args.read_input(name))
 
 
 def plot(reports, path: str) -> None:
@@ -53,8 +50,7 @@ def main(argv: list[str]) -> int:
     if args.files.count("-") > 1:
         parser.exit(2, "ringlab explain: error: stdin ('-') can be given once\n")
     try:
-        inputs = [(name if name != "-" else "<stdin>", _read(name)) for name in args.files]
-        reports = explain_texts(inputs, nics=args.nics, nic_gbps=args.nic_gbps)
+        reports = explain(read_paths(args.files), nics=args.nics, nic_gbps=args.nic_gbps)
     except OSError as exc:
         parser.exit(2, f"ringlab explain: error: {exc.filename or ''}: {exc.strerror or exc}\n")
     except (ParseError, ValueError, TypeError) as exc:
@@ -63,7 +59,7 @@ def main(argv: list[str]) -> int:
         data = [r.as_dict() for r in reports]
         print(cli_args.json_text(data[0] if len(data) == 1 else data))
     else:
-        print("\n\n".join(r.text() for r in reports))
+        print("\n\n".join(r.text(textfmt.WIDTH) for r in reports))
     if args.plot:
         try:
             plot(reports, args.plot)

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from ringlab import cli_args
+from ringlab import cli_args, textfmt
 from ringlab.labs import gpumon
 
 
@@ -45,15 +45,22 @@ def main(argv: list[str]) -> int:
                        help="stop before the first tick due this many seconds after the start (e.g. 90, 8h)")
     parser.add_argument("--backend", choices=gpumon.BACKENDS, default="auto",
                         help="nvml (nvidia-ml-py), smi (nvidia-smi) or auto: nvml when it initialises, else smi")
-    parser.add_argument("--smi-timeout", type=cli_args.duration(max=3600.0), default=10.0,
-                        help="seconds before a silent nvidia-smi is killed and an error row written (default 10)")
-    parser.add_argument("--nvml-timeout", type=cli_args.duration(max=3600.0), default=10.0,
+    parser.add_argument("--smi-timeout", type=cli_args.duration(max=3600.0), default=None,
+                        help="seconds before a silent nvidia-smi is killed and an error row written (default 10; "
+                             "not with --backend nvml)")
+    parser.add_argument("--nvml-timeout", type=cli_args.duration(max=3600.0), default=None,
                         help="seconds an NVML call may take before it is abandoned and an error row written "
-                             "(default 10)")
+                             "(default 10; not with --backend smi)")
     args = parser.parse_args(argv)
+    for flag, unused_by in (("smi_timeout", "nvml"), ("nvml_timeout", "smi")):
+        if getattr(args, flag) is not None and args.backend == unused_by:
+            parser.error(f"--{flag.replace('_', '-')} does not apply to --backend {unused_by}, which never calls "
+                         f"{'nvidia-smi' if unused_by == 'nvml' else 'NVML'}")
+    timeouts = {flag: getattr(args, flag) for flag in ("smi_timeout", "nvml_timeout")
+                if getattr(args, flag) is not None}  # else open_sampler's defaults
 
     try:
-        sampler = gpumon.open_sampler(args.backend, args.smi_timeout, args.nvml_timeout)
+        sampler = gpumon.open_sampler(args.backend, **timeouts)
     except ImportError as exc:
         print(f"ringlab gpumon: {exc}", file=sys.stderr)
         return 2
@@ -70,8 +77,8 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     if getattr(sampler, "note", ""):
         print(f"ringlab gpumon: {sampler.note}; using nvidia-smi", file=sys.stderr)
-    print(f"ringlab gpumon: sampling with {sampler.describe()} every {args.interval:g} s into {args.out}; "
-          "Ctrl-C stops", file=sys.stderr, flush=True)
+    print(textfmt.wrap(f"ringlab gpumon: sampling with {sampler.describe()} every {args.interval:g} s into "
+                       f"{args.out}; Ctrl-C stops"), file=sys.stderr, flush=True)
     with log, _stop_on_signals(stop):
         try:
             ticks = gpumon.run(sampler, log, interval=args.interval, count=args.count, duration=args.duration, stop=stop)
@@ -81,5 +88,5 @@ def main(argv: list[str]) -> int:
             return 1
         finally:
             sampler.close()
-    print(f"ringlab gpumon: {ticks} ticks appended to {args.out}", file=sys.stderr)
+    print(textfmt.wrap(f"ringlab gpumon: {ticks} ticks appended to {args.out}"), file=sys.stderr)
     return 0

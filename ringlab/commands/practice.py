@@ -5,7 +5,7 @@
     ringlab practice --session 05 roofline    a session: the clock, numbers to type in, hints, rubric
     ringlab practice --session --random 3     three cards at random
     ringlab practice --mock 4 --seed 7    a 4-card timed mock interview with a summary (replay with the seed)
-    ringlab practice --progress           your record;  --reset deletes it
+    ringlab practice --progress           your record;  --reset deletes it (one or the other)
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def _card_of(key: str) -> tuple[str, str | None]:
 def _parser() -> cli_args.ArgumentParser:
     p = cli_args.ArgumentParser(prog="ringlab practice", description=__doc__.replace("``", ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="At a prompt: h = next hint, s = show the answer, q = quit (Ctrl-D too).")
+                                epilog="At a prompt: h = next hint about that number, s = show its answer, "
+                                       "q = quit (Ctrl-D too).")
     p.add_argument("cards", nargs="*", type=cli_args.text(max_len=64),
                    help="card numbers (05), old ids (P5) or topic slugs (kv_cache); omit to list them")
     p.add_argument("--reveal", action="store_true", help="one card: print the answer without waiting for Enter")
@@ -51,8 +52,8 @@ def _parser() -> cli_args.ArgumentParser:
     p.add_argument("--seed", type=cli_args.integer(min=0, max=2**63 - 1),
                    help="seed of the drawn numbers and the random pick (default: a fresh one, printed)")
     p.add_argument("--fixed", action="store_true", help="session with the fixed numbers of the problem set")
-    p.add_argument("--budget", type=cli_args.duration(unit="min", max=BUDGET_MAX_S), default=300.0,
-                   help="time per card, e.g. 5 (minutes), 90s (default 5 min)")
+    p.add_argument("--budget", type=cli_args.duration(unit="min", max=BUDGET_MAX_S), default=None,
+                   help="time per card of a session, e.g. 5 (minutes), 90s (default 5 min)")
     p.add_argument("--progress", action="store_true", help="print your practice record and exit")
     p.add_argument("--reset", action="store_true", help="delete your practice record and exit")
     return p
@@ -61,15 +62,17 @@ def _parser() -> cli_args.ArgumentParser:
 def _list() -> int:
     from ringlab.course import get_topic
     from ringlab.practice import state
+    from ringlab.textfmt import table, wrap
 
     record = state.load()["cards"]
+    rows = []
     for cid in card_ids():
         done = record.get(cid)
-        mark = f"  (tried {done['attempts']}x, last score {done['score']:.0%})" \
-            if done and done.get("score") is not None else ""
-        print(f"{cid}{'*' if is_parametrised(cid) else ' '}  {get_topic(cid).slug:<26}  {load_card(cid).title}{mark}")
-    print("\n* numbers drawn fresh in a session. Try 'ringlab practice 05', "
-          "'ringlab practice --session 05' or 'ringlab practice --mock 3'")
+        tried = f"{done['attempts']}x, {done['score']:.0%}" if done and done.get("score") is not None else "-"
+        rows.append([cid + ("*" if is_parametrised(cid) else ""), get_topic(cid).slug, tried, load_card(cid).title])
+    print("\n".join(table(["card", "topic", "last score", "question"], rows, align="llrl")))
+    print("\n" + wrap("* numbers drawn fresh in a session. Try 'ringlab practice 05', "
+                      "'ringlab practice --session 05' or 'ringlab practice --mock 3'.", hang="  "))
     return 0
 
 
@@ -80,38 +83,55 @@ def _progress() -> int:
     if not data["cards"]:
         print(f"no practice recorded yet ({state.state_path()})")
         return 0
-    for cid, e in sorted(data["cards"].items()):
-        score = f"{e['score']:.0%}" if e.get("score") is not None else "--"
-        print(f"{cid}  attempts {e['attempts']:>3}  right {e['right']:>3}  wrong {e['wrong']:>3}  "
-              f"last score {score:>4}  {e['last']}")
+    from ringlab.textfmt import table, wrap
+
+    rows = [[cid, str(e["attempts"]), str(e["right"]), str(e["wrong"]),
+             f"{e['score']:.0%}" if e.get("score") is not None else "-", str(e["last"])]
+            for cid, e in sorted(data["cards"].items())]
+    print("\n".join(table(["card", "attempts", "right", "wrong", "last score", "last tried"], rows, align="lrrrrl")))
     if data["mistakes"]:
         print("\nrecent mistakes:")
         for m in data["mistakes"][-10:]:
-            print(f"  {m['card']} {m['ask']}: {m['answer']!r}: {m['mistake']}")
+            print(wrap(f"{m['card']} {m['ask']}: {m['answer']!r}: {m['mistake']}", indent="  "))
     print(f"\n{state.state_path()}")
     return 0
 
 
 def _single(card_id: str, reveal: bool) -> int:
+    from ringlab.textfmt import wrap_lines
+
     card = load_card(card_id)
-    print(card.text(reveal=False))
+    print(wrap_lines(card.text(reveal=False), hang=""))
     if not reveal:
         print("\n[think it through, then press Enter for the worked answer]", flush=True)
         try:
             input()
         except EOFError:  # no terminal (a pipe, CI): show the answer
             pass
-    print("\nANSWER\n" + card.answer + "\n\nFOLLOW-UPS\n" + card.followups)
+    print(wrap_lines("\nANSWER\n" + card.answer + "\n\nFOLLOW-UPS\n" + card.followups, hang=""))
     return 0
 
 
 def main(argv: list[str]) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.progress and args.reset:
+        parser.error("give --progress or --reset, not both (--reset deletes the record that --progress shows)")
+    if args.progress or args.reset:
+        extra = [name for name, given in (("card names", args.cards), ("--session", args.session),
+                                          ("--random", args.random), ("--mock", args.mock),
+                                          ("--seed", args.seed is not None), ("--fixed", args.fixed),
+                                          ("--reveal", args.reveal), ("--budget", args.budget is not None)) if given]
+        if extra:
+            parser.error(f"--{'progress' if args.progress else 'reset'} takes no {', '.join(extra)}")
     if args.reset:
         from ringlab.practice import state
 
-        print(f"deleted {state.state_path()}" if state.reset() else f"nothing to delete at {state.state_path()}")
+        try:
+            deleted = state.reset()
+        except OSError as exc:
+            parser.exit(1, f"ringlab practice: error: could not delete {state.state_path()}: {exc.strerror or exc}\n")
+        print(f"deleted {state.state_path()}" if deleted else f"nothing to delete at {state.state_path()}")
         return 0
     if args.progress:
         return _progress()
@@ -126,11 +146,15 @@ def main(argv: list[str]) -> int:
         picked.append(cid)
     session = args.session or args.mock or args.random or len(picked) > 1
     if not session:
-        if args.seed is not None or args.fixed:
-            parser.error("--seed and --fixed apply to a session (--session, --random N or --mock N)")
+        for flag, given in (("--seed", args.seed is not None), ("--fixed", args.fixed), ("--budget", args.budget)):
+            if given:
+                parser.error(f"{flag} applies to a session (--session, --random N or --mock N)")
+        if args.reveal and not picked:
+            parser.error("--reveal shows the answer of the card named (e.g. 'ringlab practice --reveal 05')")
         return _single(picked[0], args.reveal) if picked else _list()
     if args.reveal:
-        parser.error("--reveal applies to a single card, not to a session")
+        how = "--mock" if args.mock else "--random" if args.random else "--session" if args.session else "several cards"
+        parser.error(f"--reveal applies to a single card, not to a session ({how})")
     if args.mock and args.random:
         parser.error("give either --mock N or --random N, not both")
     if args.fixed and args.seed is not None:
@@ -166,5 +190,6 @@ def _session(parser, args, picked: list[str]) -> int:
                          f"{len(pool)} to choose from")
         pick_rng = np.random.default_rng([seed or 0, 0])
         pool = [str(c) for c in pick_rng.choice(pool, size=count, replace=False)]
-    Session(pool, seed=seed, budget_s=args.budget, mock=bool(args.mock), read=_reader()).run()
+    budget = {} if args.budget is None else {"budget_s": args.budget}  # else the Session's default
+    Session(pool, seed=seed, mock=bool(args.mock), read=_reader(), **budget).run()
     return 0

@@ -15,6 +15,10 @@ from ringlab.sim.verify import DEFAULT_WORLD_SIZES, INPUTS, MAX_WORLD_SIZE, MAX_
 from ringlab.topology import CLUSTER_ALGORITHMS
 
 
+DEFAULT_NODES = (1, 2, 3, 8)
+DEFAULT_TRANSFERS = 1 << 21  # transfers of a default --topology check: a few seconds on a laptop
+
+
 def parse_world_sizes(text: str) -> list[int]:
     """``"1-16,24,32"`` -> [1, ..., 16, 24, 32]: sizes in 1..MAX_WORLD_SIZE, at most
     MAX_WORLD_SIZES_LISTED of them, checked before any list is built. Raises ValueError."""
@@ -51,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--size", type=cli_args.text(), help="message bytes per rank, e.g. 64MiB or 1GB (random input)")
     p.add_argument("--dtype", type=cli_args.text(), default="float32", help="float32, float16, bf16, float64, int8..int64, uint8..uint64")
     p.add_argument("--op", default="sum", choices=OPS)
-    p.add_argument("--input", default="gradients", choices=INPUTS,
-                   help="gradients: a real torch transformer block's per-rank gradients (default); random: seeded noise")
+    p.add_argument("--input", default=None, choices=INPUTS,
+                   help="gradients: a real torch transformer block's per-rank gradients (default); random: seeded noise "
+                        "(not with --topology, whose data is seeded int64)")
     p.add_argument("--collective", default="all_reduce", choices=COLLECTIVES)
     p.add_argument("--algorithm", type=cli_args.text(), default=None,
                    help="default: ring where the collective has it, else its first algorithm. Pairs: "
@@ -65,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                         + ", ".join(sorted({a for _, a in CLUSTER_ALGORITHMS})) + ") routed on it and check results, "
                         "bytes per rank and bytes per link")
     p.add_argument("--nodes", type=_world_sizes, default=None,
-                   help="with --topology: node counts (default: those of 1,2,3,8 the algorithm applies to)")
+                   help="with --topology: node counts (default: those of 1,2,3,8 the algorithm applies to whose "
+                        f"schedule routes at most {DEFAULT_TRANSFERS:,} transfers, so that it runs in seconds)")
     return p
 
 
@@ -74,31 +80,47 @@ def _main_cluster(parser, args) -> int:
     import json
 
     from ringlab.sim.cluster import verify_on_cluster
-    from ringlab.topology import get_cluster
+    from ringlab.sim.memory import check_fits, cluster_verify_bytes
+    from ringlab.topology import build_on_cluster, get_cluster
+    from ringlab.topology.algorithms import check_transfers, transfers_estimate
 
     try:
-        if args.world_sizes or args.size or args.dtype != "float32" or args.op != "sum" or args.root:
+        if args.world_sizes or args.size or args.dtype != "float32" or args.op != "sum" or args.root \
+                or args.input is not None:
             raise ValueError("with --topology the world size is nodes x GPUs and the data seeded int64 with op=sum: "
-                             "use --nodes and --numel, leave --world-sizes, --size, --dtype, --op and --root out")
+                             "use --nodes and --numel, leave --world-sizes, --size, --dtype, --op, --root and --input "
+                             "out")
         numel = 1001 if args.numel is None else args.numel
         algorithm = args.algorithm or "ring_channels"
         nodes = args.nodes
-        if nodes is None:  # the default node counts the algorithm applies to (nvls: one node; trees: several)
-            entry = CLUSTER_ALGORITHMS.get((args.collective, algorithm))
-            nodes = [k for k in (1, 2, 3, 8) if entry is None or entry.unavailable(get_cluster(args.topology, k)) is None]
-        checks = [verify_on_cluster(args.collective, algorithm, get_cluster(args.topology, k), numel=numel,
-                                    seed=args.seed) for k in nodes or [1]]
-    except (ValueError, TypeError) as exc:
+        if nodes is None:  # the default node counts the algorithm applies to (nvls: one node; trees: several),
+            entry = CLUSTER_ALGORITHMS.get((args.collective, algorithm))  # small enough to check in seconds
+            clusters = [get_cluster(args.topology, k) for k in DEFAULT_NODES]
+            nodes = [c.nodes for c in clusters if (entry is None or entry.unavailable(c) is None)
+                     and transfers_estimate(args.collective, algorithm, c) <= DEFAULT_TRANSFERS] or [1]
+        else:  # every node count checked before any runs: refused at once, with the estimate
+            for k in nodes:
+                try:
+                    check_transfers(args.collective, algorithm, get_cluster(args.topology, k))
+                except ValueError as exc:
+                    raise ValueError(f"--nodes {k}: {exc}") from None
+        checks = []
+        for k in nodes:
+            cluster = get_cluster(args.topology, k)
+            check_fits(f"--nodes {k} with --numel {numel:,} ({cluster.world_size:,} ranks)",
+                       cluster_verify_bytes(build_on_cluster(args.collective, algorithm, cluster), numel))
+            checks.append(verify_on_cluster(args.collective, algorithm, cluster, numel=numel, seed=args.seed))
+    except (ValueError, TypeError, InsufficientMemory) as exc:
         parser.exit(2, f"ringlab verify: error: {exc}\n")
     fields = ("results", "rank_bytes", "links_vs_schedule", "closed_form", "egress_equals_moved", "nic_tx_equals_rx")
     ok = all(c.ok for c in checks)
     if args.json:
         print(json.dumps({"collective": args.collective, "algorithm": algorithm, "topology": args.topology,
-                          "numel": numel, "ok": ok,
+                          "numel": numel, "seed": args.seed, "ok": ok,
                           "rows": [dict({f: getattr(c, f) for f in fields}, nodes=c.nodes, ok=c.ok) for c in checks]},
                          indent=2))
         return 0 if ok else 1
-    print(f"{algorithm} {args.collective} on {args.topology}, {numel} int64 elements per rank")
+    print(f"{algorithm} {args.collective} on {args.topology}, {numel} int64 elements per rank (seed {args.seed})")
     print("nodes  " + "  ".join(fields))
     for c in checks:
         marks = ("-" if getattr(c, f) is None else "ok" if getattr(c, f) else "FAIL" for f in fields)
@@ -123,6 +145,7 @@ def main(argv: list[str]) -> int:
             if nbytes % itemsize:
                 raise ValueError(f"--size {args.size} is not a multiple of the {args.dtype} item size ({itemsize} B)")
             numel = nbytes // itemsize
+        args.input = args.input or "gradients"
         if numel is not None and args.input == "gradients":
             raise ValueError("--numel/--size set the random input's size; add --input random "
                              "(the gradient bucket has the model's parameter count)")
@@ -130,7 +153,7 @@ def main(argv: list[str]) -> int:
                         collective=args.collective, seed=args.seed, algorithm=args.algorithm, root=args.root)
     except (ValueError, TypeError, ImportError, InsufficientMemory) as exc:
         parser.exit(2, f"ringlab verify: error: {exc}\n")
-    print(report.to_json() if args.json else report.table())
+    print(report.to_json() if args.json else report.table(narrow=True))
     return 0 if report.ok else 1
 
 

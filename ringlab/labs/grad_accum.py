@@ -1,4 +1,4 @@
-"""Gradient accumulation with DDP (P7): count the all-reduces, compare the gradients.
+"""Gradient accumulation with DDP (topic 11): count the all-reduces, compare the gradients.
 
 With ``K`` micro-batches per optimizer step, plain DDP all-reduces the gradient buckets after
 *every* backward. Running forward and backward of the first ``K - 1`` micro-batches inside

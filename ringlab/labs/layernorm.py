@@ -1,4 +1,4 @@
-"""Fused LayerNorm forward in Triton: statistics and output in one kernel (PROBLEMS.md P11).
+"""Fused LayerNorm forward in Triton: statistics and output in one kernel (topic 12).
 
 LayerNorm (Ba, Kiros & Hinton 2016, arXiv:1607.06450) normalises each row of an ``(N, D)``
 input: ``y = (x - mean) * rstd * weight + bias`` with ``mean`` and the biased variance ``var``

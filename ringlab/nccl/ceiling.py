@@ -179,15 +179,16 @@ def ceiling_busbw(facts, peak: float | None = None) -> tuple[float, str] | None:
     tuned = [t for t in tuned if t in by_name]
     if tuned:
         name = max(tuned, key=by_name.get)
-        how = f"TUNING lines show {name}"
+        how = "the algorithm the TUNING lines show"
     else:
-        name, how = "ring_channels", "ring_channels (no TUNING lines: the ring NCCL benchmarks with)"
+        name, how = "ring_channels", "the ring NCCL's maintainers benchmark with, as the log has no TUNING lines"
         if peak is not None and peak > by_name[name]:
             above = [n for n in by_name if by_name[n] >= peak]
             name = min(above, key=by_name.get) if above else max(by_name, key=by_name.get)
-            how = f"{name}: measured busbw is above the ring's line rate of {by_name['ring_channels'] / 1e9:.1f} GB/s"
+            how = f"as the measured busbw is above the ring's {by_name['ring_channels'] / 1e9:.1f} GB/s"
     cluster, _ = cluster_for(facts)
-    why = (f"line rate of {how} on {facts.nodes or 1} node(s) x {cluster.gpus_per_node} GPUs ({cluster.name}): "
-           f"{by_name[name] / 1e9:.1f} GB/s busbw with the busiest link saturated and no protocol overhead"
-           + "".join(f"; {n} {v / 1e9:.1f}" for n, v in by_name.items() if n != name))
+    others = ", ".join(f"{n} {v / 1e9:.1f}" for n, v in by_name.items() if n != name)
+    why = (f"the line rate of {name} on {facts.nodes or 1} node(s) x {cluster.gpus_per_node} GPUs ({cluster.name}), "
+           f"{how}: {by_name[name] / 1e9:.1f} GB/s busbw with the busiest link saturated and no protocol overhead"
+           + (f"; other algorithms, GB/s: {others}" if others else ""))
     return by_name[name], why

@@ -4,6 +4,7 @@ Ids (stable; scripts may match on them), in the order reported:
 
 ``correctness-failure``  #wrong > 0 (or an old version's error flagged, or ``Out of bounds values : N FAILED``)
 ``test-aborted``         nccl-tests printed ``Test failure`` / ``Test NCCL failure`` / ``Test CUDA failure``
+``malformed-rows``       every result row is malformed (NaN, infinite or negative values, wrong column count)
 ``no-results``           no result rows (the paste stops before the table, or the run hung)
 ``single-rank``          one rank: nothing crosses a link, busbw is 0 by definition
 ``net-socket``           inter-node traffic over NET/Socket (kernel TCP), not IB/RoCE RDMA, EFA or TCPX
@@ -130,7 +131,11 @@ def findings_for(run: Run, facts: Facts, log: LogFacts, commands: list[Line], pe
     if run.failures:
         out.append(Finding("test-aborted", "nccl-tests reported an error and stopped or failed the run",
                            _ev(run.failures[0])))
-    if not run.rows:
+    if not run.rows and run.malformed.total:
+        line, why = run.malformed[0]
+        out.append(Finding("malformed-rows", f"all {run.malformed.total:,} result row(s) are malformed; the first, "
+                           f"line {line.number}: {why}", _ev(line)))
+    elif not run.rows:
         out.append(Finding("no-results", "no result rows: the output stops before the table (a hang, a crash, or "
                            "a truncated paste)", _ev(run.truncated[0] if run.truncated else run.start)))
     if facts.world_size == 1:

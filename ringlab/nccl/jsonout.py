@@ -18,6 +18,7 @@ Times are microseconds and bandwidths GB/s, as in the text report.
 from __future__ import annotations
 
 import json
+import math
 
 from .lines import Line
 from .names import collective_name
@@ -50,9 +51,14 @@ def _measure(half, where: str) -> Measure | None:
     try:
         time = half["time"] if "time" in half else half["cpu_time"]
         wrong = half.get("nwrong")
-        return Measure(time_us=float(time), algbw=float(half["alg_bw"]), busbw=float(half["bus_bw"]),
-                       wrong=None if wrong is None else int(round(float(wrong))))
+        values = [float(time), float(half["alg_bw"]), float(half["bus_bw"])] + ([] if wrong is None else [float(wrong)])
+        if not all(0 <= v < math.inf for v in values):  # NaN, negative, or 1e400 (which json reads as inf)
+            raise ParseError(f"{where}: result half {half!r} holds a value that is not a finite number >= 0")
+        return Measure(time_us=values[0], algbw=values[1], busbw=values[2],
+                       wrong=None if wrong is None else int(round(values[3])))
     except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, ParseError):
+            raise
         raise ParseError(f"{where}: result half {half!r} lacks time/alg_bw/bus_bw ({exc})") from None
 
 

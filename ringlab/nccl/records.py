@@ -12,6 +12,28 @@ from dataclasses import dataclass, field
 from .lines import Line
 
 
+ROWS_KEPT = 1024  # result rows a run keeps as read; past this, repeated sizes are folded (Run.keep)
+EXAMPLES_KEPT = 1000  # lines of one kind (unknown, malformed, truncated) kept as examples; all are counted
+
+
+class Examples(list):
+    """A list that keeps the first ``limit`` items appended and counts every one in ``total``.
+
+    Readers put skipped lines here, so a huge input of lines they skip holds bounded memory.
+    """
+
+    def __init__(self, items=(), limit: int = EXAMPLES_KEPT):
+        super().__init__()
+        self.limit, self.total = limit, 0
+        for item in items:
+            self.append(item)
+
+    def append(self, item) -> None:
+        self.total += 1
+        if len(self) < self.limit:
+            super().append(item)
+
+
 class ParseError(ValueError):
     """The input is not nccl-tests output, nccl-tests JSON or an NCCL_DEBUG log; the message names the line."""
 
@@ -93,5 +115,21 @@ class Run:
     out_of_bounds: int | None = None
     footer_lines: list[Line] = field(default_factory=list)
     failures: list[Line] = field(default_factory=list)  # "Test failure" / "Test NCCL failure" lines
-    truncated: list[Line] = field(default_factory=list)  # row-like lines cut short
+    truncated: Examples = field(default_factory=Examples)  # row-like lines cut short (.total counts all)
+    malformed: Examples = field(default_factory=Examples)  # (line, why) of rows whose values do not fit
     log_lines: list[Line] = field(default_factory=list)  # NCCL_DEBUG lines printed within this run
+    rows_read: int = 0  # result rows parsed; above len(rows) when a size was measured more than once
+    row_index: dict = field(default_factory=dict, repr=False, compare=False)  # row key -> position in rows
+
+    def keep(self, row: Row) -> None:
+        """Add a parsed row. Once the run holds :data:`ROWS_KEPT` rows, a row repeating the (size, count, type,
+        redop, root) of an earlier one (nccl-tests ``-N`` cycles, concatenated sweeps) is folded into it: a
+        failed measurement wins, then the higher busbw, then the earlier line. So a run of any length
+        holds at most ``ROWS_KEPT`` rows plus one per distinct size."""
+        key = (row.size, row.count, row.dtype, row.redop, row.root)
+        at = self.row_index.get(key)
+        if at is None or len(self.rows) < ROWS_KEPT:
+            self.row_index[key] = len(self.rows)
+            self.rows.append(row)
+        elif (row.failed, row.busbw) > (self.rows[at].failed, self.rows[at].busbw):
+            self.rows[at] = row

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ringlab import textfmt
+
 from .ceiling import ceiling_busbw
 from .debuglog import LogFacts
 from .facts import Facts, infer
@@ -15,6 +17,8 @@ from .findings import Finding, findings_for
 from .fit import AlphaBeta, fit_alpha_beta
 from .reader import Document
 from .records import Run
+
+MALFORMED_SHOWN = 5  # malformed rows named in a report (all are counted)
 
 
 @dataclass
@@ -66,11 +70,14 @@ class Report:
                          for k, m in (("out_of_place", r.out_of_place), ("in_place", r.in_place))}}
                      for r in self.run.rows],
             "lines": {"read": self.lines_read, "unknown": self.unknown_lines, "malformed": self.malformed_lines,
-                      "truncated_rows": len(self.run.truncated), "nccl_log": self.log.lines},
+                      "truncated_rows": self.run.truncated.total, "nccl_log": self.log.lines,
+                      "rows_read": self.run.rows_read, "rows_folded": self.run.rows_read - len(self.run.rows)},
+            "malformed_rows": [{"line": line.where(), "why": why} for line, why in self.run.malformed[:MALFORMED_SHOWN]],
         }
 
-    def text(self) -> str:
-        """A short human report."""
+    def text(self, width: int | None = None) -> str:
+        """A short human report; with ``width`` (the command line's 100 columns) sentences wrap at it
+        and quoted input lines are cut to it ("..." marks the cut; ``as_dict`` keeps them whole)."""
         f = self.facts
         shape = ", ".join(x for x in (
             f.collective or "collective unknown",
@@ -93,7 +100,7 @@ class Report:
             lines.append(f"  peak busbw {self.peak_busbw / 1e9:.2f} GB/s at {top.size:,} B")
         if self.expected_busbw:
             share = f"; efficiency {self.efficiency:.0%}" if self.efficiency is not None else ""
-            lines.append(f"  ceiling {self.expected_busbw / 1e9:g} GB/s ({self.ceiling_explanation}){share}")
+            lines.append(f"  ceiling {self.expected_busbw / 1e9:g} GB/s{share}: {self.ceiling_explanation}")
         else:
             lines.append(f"  ceiling: {self.ceiling_explanation}")
         if self.fit is not None:
@@ -105,11 +112,30 @@ class Report:
         for x in self.findings:
             lines.append(f"    [{x.id}] {x.message}")
             if x.evidence:
-                lines.append(f"        {x.evidence[:200]}")
-        if self.unknown_lines or self.malformed_lines or self.run.truncated:
-            lines.append(f"  ignored: {self.unknown_lines} unrecognised line(s), {self.malformed_lines} malformed "
-                         f"row(s), {len(self.run.truncated)} truncated row(s)")
-        return "\n".join(lines)
+                lines.append(_quoted(x.evidence, self.source, width))
+        folded = self.run.rows_read - len(self.run.rows)
+        if folded:
+            lines.append(f"  {folded:,} row(s) repeat a size already read (cycles): each size shows its best "
+                         "measurement, or a failed one")
+        if self.unknown_lines or self.malformed_lines or self.run.truncated.total:
+            lines.append(f"  ignored: {self.unknown_lines:,} unrecognised line(s), {self.malformed_lines:,} malformed "
+                         f"row(s), {self.run.truncated.total:,} truncated row(s)")
+        for line, why in self.run.malformed[:MALFORMED_SHOWN]:
+            lines.append(f"    malformed row {line.where()}: {why}")
+        if width is not None and len(lines[0]) > width:  # a long path: the run's shape goes on a line of its own
+            lines[0:1] = [f"{self.source}{named}:", f"  {shape}"]
+        return "\n".join(lines) if width is None else textfmt.wrap_lines("\n".join(lines), width=width)
+
+
+def _quoted(evidence: str, source: str, width: int | None) -> str:
+    """A finding's evidence (``file:line: text``) indented; with ``width``, the report's own file is named
+    by its line number alone and the quote is cut to ``width`` columns."""
+    if width is None:
+        return f"        {evidence[:200]}"
+    if evidence.startswith(source + ":"):
+        evidence = "line " + evidence[len(source) + 1:]
+    text = f"        {evidence}"
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _no_ceiling_reason(facts: Facts) -> str:
@@ -142,5 +168,5 @@ def explain(doc: Document, nics: int | None = None, nic_gbps: float | None = Non
         source = run.start.source if run.start else "<input>"
         reports.append(Report(source, run, facts, log, peak, expected, why, fit,
                               findings_for(run, facts, log, doc.commands, peak, expected, fit),
-                              len(doc.unknown), len(doc.malformed), doc.lines))
+                              doc.unknown.total, doc.malformed.total, doc.lines))
     return reports

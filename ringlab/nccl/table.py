@@ -23,6 +23,8 @@ The layouts, from nccl-tests' ``src/common.cu`` / ``src/util.cu`` history and th
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 
 from .records import Measure
@@ -89,7 +91,8 @@ def columns_of(text: str) -> tuple[str, ...] | None:
     return tuple(tokens)
 
 
-def _schema(columns: tuple[str, ...]) -> tuple[tuple[str, ...], list[list[str]], bool]:
+@functools.lru_cache(maxsize=64)  # a table has one header and many rows
+def _schema(columns: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...], bool]:
     """(prefix fields, per-half field lists, trailing timestamp?) of a column header."""
     prefix = tuple(c for c in columns[:5] if c in ("size", "count", "type", "redop", "root"))
     groups: list[list[str]] = []
@@ -104,13 +107,17 @@ def _schema(columns: tuple[str, ...]) -> tuple[tuple[str, ...], list[list[str]],
         if field == "time" or not groups:
             groups.append([])
         groups[-1].append(field)
-    return prefix, groups, stamp
+    return prefix, tuple(map(tuple, groups)), stamp
+
+
+def is_dtype(token: str) -> bool:
+    """True for a data type name nccl-tests or rccl-tests prints in the ``type`` column (float, bfloat16, int8...)."""
+    return bool(_DTYPE.match(token))
 
 
 def looks_like_row(tokens: list[str]) -> bool:
     """True when ``tokens`` start like a result row: size and count integers, then a data type."""
-    return (len(tokens) >= 3 and bool(_UINT.match(tokens[0])) and bool(_UINT.match(tokens[1]))
-            and bool(_DTYPE.match(tokens[2])))
+    return len(tokens) >= 3 and bool(_UINT.match(tokens[0])) and bool(_UINT.match(tokens[1])) and is_dtype(tokens[2])
 
 
 def _number(token: str, what: str) -> float:
@@ -118,12 +125,12 @@ def _number(token: str, what: str) -> float:
         value = float(token)
     except ValueError:
         raise RowError(f"{what} is {token!r}, not a number") from None
-    if value != value or value < 0:
-        raise RowError(f"{what} is {token!r}")
+    if not 0 <= value < math.inf:  # NaN, a negative or an overflowing value (1e400 reads as inf)
+        raise RowError(f"{what} is {token!r}: not a finite number >= 0")
     return value
 
 
-def _half(tokens: list[str], fields: list[str]) -> Measure:
+def _half(tokens: list[str], fields: tuple[str, ...]) -> Measure:
     values: dict = {}
     for token, field in zip(tokens, fields):
         if field in ("time", "algbw", "busbw"):
@@ -200,3 +207,7 @@ def parse_row(tokens: list[str], columns: tuple[str, ...] | None) -> tuple[dict,
         halves.append(None)
     row["out_of_place"], row["in_place"] = halves[0], halves[1]
     return row, True
+
+
+# nccl-tests 2.x (2018-): size count type redop root, then time algbw busbw #wrong out of place and in place.
+MODERN_COLUMNS = ("size", "count", "type", "redop", "root") + ("time", "algbw", "busbw", "#wrong") * 2

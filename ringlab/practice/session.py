@@ -3,11 +3,14 @@
 Per card: the question (a parametrised card's numbers drawn from a generator seeded by the session
 seed and the card number, so ``--seed S`` replays a session and ``--seed S 05`` replays one card of
 it); then each number the card asks for, typed with its unit and checked (:mod:`ringlab.practice.units`);
-at any prompt ``h`` shows the next hint (they go from a nudge to the method), ``s`` shows the answer,
-``q`` ends the session. Then the worked answer, the rubric (items tied to a typed number are marked
-from it, the others by the learner, y/n), and the follow-ups. Every finished card is saved to the
-state file at once (:mod:`ringlab.practice.state`); end-of-input and Ctrl-C end the session cleanly
-with what was done saved.
+at any prompt ``h`` shows the next hint about that number (they go from a nudge to the method), ``s``
+shows that number's answer and goes on to the next, ``q`` ends the session. A wrong number is told its named slip (or, when the slip is
+not recognised, how far off it is and the next hint) and gets a second try before the answer is shown.
+Then the worked answer, the rubric (items tied to a typed number are marked from it, the others by the
+learner, y/n), and the follow-ups. Every finished card is saved to the state file at once, merged under
+a lock with what other sessions saved (:mod:`ringlab.practice.state`); a record that cannot be written
+is kept and saved at the end, or to a fallback file that the session names. End-of-input and Ctrl-C
+end the session cleanly with what was done saved.
 
 In a mock interview (``mock=True``) the budget is a limit: once it is spent the card stops taking
 answers and moves to the reveal; the summary names the score, the time per card and the mistakes.
@@ -18,6 +21,7 @@ and the notebook widget drive a session without a terminal.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,10 +29,12 @@ from dataclasses import dataclass, field
 from ringlab import cli_args
 from ringlab.check.cards import Card, draw_params, load_card, split_rubric
 from ringlab.practice import state as state_file
-from ringlab.practice.units import check_answer, expected_value, format_value
+from ringlab.practice.units import AskAgain, check_answer, expected_value, format_value
+from ringlab.textfmt import wrap_lines
 
 ANSWER_MAX = 100  # characters per typed line: no answer is longer
-COMMANDS = "h hint · s show the answer · q quit"
+TRIES = 2  # tries per number before the answer is shown: the first wrong one is told its slip or a hint
+COMMANDS = "h hint · s show this answer · q quit"
 UNIT_NAMES = {"1": "number"}  # how a prompt names an ask's unit when it has no ``show``
 
 
@@ -44,7 +50,7 @@ def card_rng(seed: int, card_id: str):
 
 
 def prepare(card_id: str, seed: int | None) -> Card:
-    """Card ``card_id`` with numbers drawn for ``seed`` (the fixed card of PROBLEMS.md when ``seed`` is None)."""
+    """Card ``card_id`` with numbers drawn for ``seed`` (the card's fixed numbers when ``seed`` is None)."""
     params = draw_params(card_id, card_rng(seed, card_id)) if seed is not None else {}
     return load_card(card_id, params)
 
@@ -52,6 +58,18 @@ def prepare(card_id: str, seed: int | None) -> Card:
 def other_answers(card: Card, ask) -> dict[str, float]:
     """The card's other asks, label -> worked value (base unit): typing one of them for ``ask`` is named."""
     return {a.label: expected_value(a, card.expected[a.key]) for a in card.asks if a.key != ask.key}
+
+
+def named_slips(card: Card, ask) -> list[tuple[float, str]]:
+    """The card's named slips for ``ask`` as (value in the base unit, sentence): what :func:`check_answer` names."""
+    return [(expected_value(ask, s.value), s.says) for s in card.slips_for(ask.key)]
+
+
+def check(card: Card, ask, text: str):
+    """:func:`ringlab.practice.units.check_answer` of ``text`` for ``ask`` with everything the card knows: the
+    world size in its values, its other asks' answers and its named slips."""
+    return check_answer(ask, card.expected[ask.key], text, card.values, other_answers(card, ask),
+                        named_slips(card, ask))
 
 
 def clock_text(seconds: float) -> str:
@@ -68,24 +86,31 @@ class CardResult:
     params: dict
     budget_s: float
     seconds: float = 0.0
-    answers: list = field(default_factory=list)  # (ask key, typed text, Verdict)
+    answers: list = field(default_factory=list)  # (ask key, typed text, Verdict), every try
     hints_used: int = 0
+    hints_by_ask: dict = field(default_factory=dict)  # ask key (None: the whole question) -> hints shown
     marks: list = field(default_factory=list)
     finished: bool = False
     timed_out: bool = False
 
     @property
+    def final(self) -> dict:
+        """Ask key -> the verdict of its last try."""
+        return {key: v for key, _, v in self.answers}
+
+    @property
     def score(self) -> float | None:
-        """Share of rubric points earned; without a rubric the share of right numbers; None if neither."""
+        """Share of rubric points earned; without a rubric the share of numbers right in the end; None if neither."""
         marked = [m for _, m in self.marks if m is not None]
         if marked:
             return sum(marked) / len(marked)
         if self.answers:
-            return sum(v.correct for _, _, v in self.answers) / len(self.answers)
+            return sum(v.correct for v in self.final.values()) / len(self.final)
         return None
 
     @property
     def mistakes(self) -> list[dict]:
+        """Every wrong try, also one put right on the second try (the slip is worth reviewing)."""
         return [{"ask": key, "answer": text, "mistake": v.mistake, "expected": v.expected}
                 for key, text, v in self.answers if not v.correct]
 
@@ -129,38 +154,62 @@ class Session:
         return f"({clock_text(left)} left)" if left >= 0 else f"(over by {clock_text(-left)})"
 
     # -- one card ----------------------------------------------------------------------------------------
-    def _hint(self, card: Card, result: CardResult) -> None:
-        if result.hints_used < len(card.hints):
-            result.hints_used += 1
-            self.write(f"  hint {result.hints_used}/{len(card.hints)}: {card.hints[result.hints_used - 1]}")
-        else:
-            self.write("  no more hints; 's' shows the answer")
+    def _hint(self, card: Card, result: CardResult, key: str | None = None) -> bool:
+        """Show the next hint about ask ``key`` (None: the whole question); False when none is left."""
+        hints = card.hints_for(key)
+        shown = result.hints_by_ask.get(key, 0)
+        if shown >= len(hints):
+            self.write("  no more hints; 's' shows this answer")
+            return False
+        result.hints_by_ask[key] = shown + 1
+        result.hints_used += 1
+        self.write(f"  hint {shown + 1}/{len(hints)}: {hints[shown]}")
+        return True
 
-    def _ask_numbers(self, card: Card, result: CardResult, started: float, values: dict) -> None:
+    @staticmethod
+    def _worked(card: Card, ask) -> str:
+        return format_value(expected_value(ask, card.expected[ask.key]), ask.unit, ask.show)
+
+    def _ask_numbers(self, card: Card, result: CardResult, started: float) -> set:
+        """Ask each number, with a second try after a wrong one; returns the keys whose answer was shown."""
+        shown = set()
         for ask in card.asks:
             unit = ask.show or UNIT_NAMES.get(ask.unit, ask.unit)
-            others = other_answers(card, ask)
+            tries = 0
             while True:
                 if self.mock and self._left(result, started) < 0:
                     result.timed_out = True
                     self.write("  time is up for this card")
-                    return
-                line = self.read(f"{self._status(result, started)} {ask.label} [{unit}]> ")
+                    return shown
+                again = " (second try)" if tries else ""
+                line = self.read(f"{self._status(result, started)} {ask.label} [{unit}]{again}> ")
                 if line in ("h", "H"):
-                    self._hint(card, result)
+                    self._hint(card, result, ask.key)
                     continue
                 if line in ("q", "Q"):
                     raise Quit
                 if line in ("s", "S", ""):
-                    return
+                    self.write(f"  {ask.label}: {self._worked(card, ask)}")
+                    shown.add(ask.key)
+                    break
                 try:
-                    verdict = check_answer(ask, card.expected[ask.key], line, values, others)
+                    verdict = check(card, ask, line)
+                except AskAgain as exc:
+                    self.write(f"  {exc}")
+                    continue
                 except (ValueError, TypeError) as exc:
                     self.write(f"  not read: {exc}")
                     continue
+                tries += 1
                 result.answers.append((ask.key, line, verdict))
-                self.write(f"  {verdict.message}")
-                break
+                if verdict.correct or tries >= TRIES:
+                    self.write(f"  {verdict.message}")
+                    shown.add(ask.key)
+                    break
+                self.write(f"  {verdict.feedback}. Try again ('h' hint, 's' shows this answer)")
+                if not verdict.named and result.hints_by_ask.get(ask.key, 0) < len(card.hints_for(ask.key)):
+                    self._hint(card, result, ask.key)
+        return shown
 
     def _think(self, card: Card, result: CardResult, started: float) -> None:
         while True:
@@ -173,14 +222,16 @@ class Session:
                 return
 
     def _mark(self, card: Card, result: CardResult) -> None:
-        verdicts = {key: v for key, _, v in result.answers}
+        verdicts = result.final
+        tries = {key: sum(k == key for k, _, _ in result.answers) for key in verdicts}
         if card.rubric:
             self.write("\nRUBRIC (what an interviewer scores)")
         for item in card.rubric:
             key, text = split_rubric(item)
             if key:
                 mark = key in verdicts and verdicts[key].correct
-                self.write(f"  [{'x' if mark else ' '}] {text} (marked from your answer)")
+                how = " on the second try" if mark and tries[key] > 1 else ""
+                self.write(f"  [{'x' if mark else ' '}] {text} (marked from your answer{how})")
             else:
                 mark = None
                 while mark is None:
@@ -199,23 +250,21 @@ class Session:
         limit = "limit" if self.mock else "budget"
         self.write(f"\n=== card {index + 1}/{len(self.card_ids)} · {card.id} {card.title} · "
                    f"{limit} {clock_text(self.budget_s)}{drawn} ===\n")
-        self.write("QUESTION\n" + card.question + f"\n\n[{COMMANDS}]")
+        self.write("QUESTION\n" + wrap_lines(card.question, hang="") + f"\n\n[{COMMANDS}]")
         started = self.clock()
-        values = card.values
+        shown = set()
         try:
             if card.asks:
-                self._ask_numbers(card, result, started, values)
+                shown = self._ask_numbers(card, result, started)
             else:
                 self._think(card, result, started)
         finally:
             result.seconds = self.clock() - started
-        answered = {key for key, _, _ in result.answers}
-        for ask in (a for a in card.asks if a.key not in answered):  # the verdicts showed the others
-            worked = format_value(expected_value(ask, card.expected[ask.key]), ask.unit, ask.show)
-            self.write(f"  {ask.label}: {worked}")
-        self.write("\nANSWER\n" + card.answer)
+        for ask in (a for a in card.asks if a.key not in shown):  # the time ran out before these
+            self.write(f"  {ask.label}: {self._worked(card, ask)}")
+        self.write("\nANSWER\n" + wrap_lines(card.answer, hang=""))
         self._mark(card, result)
-        self.write("\nFOLLOW-UPS\n" + card.followups)
+        self.write("\nFOLLOW-UPS\n" + wrap_lines(card.followups, hang=""))
         score = result.score
         self.write(f"\n{card.id}: " + (f"score {score:.0%}" if score is not None else "no score")
                    + f" · {clock_text(result.seconds)} of {clock_text(self.budget_s)}"
@@ -224,14 +273,57 @@ class Session:
         return result
 
     # -- the session -------------------------------------------------------------------------------------
-    def _record(self, data: dict, result: CardResult) -> None:
-        right = sum(v.correct for _, _, v in result.answers)
-        state_file.record_card(data, result.card_id, right, len(result.answers) - right,
-                               result.score if result.finished else None, result.mistakes, self.seed)
+    def _record(self, result: CardResult) -> None:
+        """Queue one card for the record: numbers right in the end, numbers still wrong, score, every slip."""
+        final = result.final
+        right = sum(v.correct for v in final.values())
+        score = result.score if result.finished else None
+        mistakes, seed, cid = result.mistakes, self.seed, result.card_id
+        self._pending.append(lambda d: state_file.record_card(d, cid, right, len(final) - right, score, mistakes, seed))
+
+    def _note(self, text: str) -> None:
+        self.write(text.replace("ringlab practice: note: ", "note: "))
+
+    def _commit(self) -> bool:
+        """Merge the queued changes into the record on disk; on failure keep them (said once) and return False."""
+        if not self._pending:
+            return True
+        pending = list(self._pending)
+        try:
+            state_file.update(lambda d: [change(d) for change in pending], self.state_path, warn=self._note)
+        except OSError as exc:
+            if self._failure is None:
+                self.write(f"note: could not save your practice record ({exc}); your answers are kept and "
+                           "saved at the end")
+            self._failure = exc
+            return False
+        del self._pending[:len(pending)]
+        self._failure = None
+        return True
+
+    def _finish_record(self) -> None:
+        """Save what is queued; when the record cannot be written, write this session's record to a fallback
+        file, or print it, so that nothing answered is lost."""
+        path = self.state_path or state_file.state_path()
+        if self._commit():
+            self.write(f"progress saved to {path}")
+            return
+        data = state_file.empty()
+        for change in self._pending:
+            change(data)
+        fallback = state_file.save_fallback(data)
+        if fallback:
+            self.write(f"could not save your practice record to {path} ({self._failure}); "
+                       f"this session's record is in {fallback}")
+        else:
+            self.write(f"could not save your practice record to {path} ({self._failure}), nor a copy in the "
+                       "temporary folder; this session's record:\n" + json.dumps(data, indent=1, sort_keys=True))
 
     def run(self) -> list[CardResult]:
         """Run every card (until the learner quits); save each finished card; return the results."""
-        data = state_file.load(self.state_path) if self.save else state_file.empty()
+        self._pending, self._failure = [], None
+        if self.save:
+            state_file.load(self.state_path, warn=self._note)  # a bad record is set aside now, with its note
         if self.seed is not None:
             self.write(f"seed {self.seed} (replay this session with --seed {self.seed})")
         quit_early = False
@@ -241,21 +333,20 @@ class Session:
             except Quit:
                 quit_early = True
             last = self.results[-1] if self.results else None
-            if last and (last.finished or last.answers):  # a card left before any answer is not an attempt
-                self._record(data, last)
-            if self.save and self.results:
-                state_file.save(data, self.state_path)
+            if self.save and last and (last.finished or last.answers):  # left before any answer: no attempt
+                self._record(last)
+                self._commit()
             if quit_early:
-                self.write("\nsession ended; what was done is saved" if self.save else "\nsession ended")
+                self.write("\nsession ended" + ("; what was done is saved" if self.save and not self._failure else ""))
                 break
         self.summary()
         if self.save:
             scores = [r.score for r in self.results if r.finished and r.score is not None]
-            data["sessions"].append({"seed": self.seed, "cards": [r.card_id for r in self.results],
-                                     "score": round(sum(scores) / len(scores), 4) if scores else None,
-                                     "mock": self.mock, "at": state_file.now()})
-            path = state_file.save(data, self.state_path)
-            self.write(f"progress saved to {path}")
+            entry = {"seed": self.seed, "cards": [r.card_id for r in self.results],
+                     "score": round(sum(scores) / len(scores), 4) if scores else None,
+                     "mock": self.mock, "at": state_file.now()}
+            self._pending.append(lambda d: d["sessions"].append(entry))
+            self._finish_record()
         return self.results
 
     def summary(self) -> None:

@@ -29,7 +29,19 @@ copy-on-write) may use them.
 
 Sizes: :func:`block_bytes` is KV bytes per token (:func:`ringlab.calc.kvcache.kv_cache_bytes_per_token`)
 x ``block_size``; Llama-2-7B in fp16 holds 524,288 B per token, so a 16-token block is 8 MiB and a
-60 GiB pool holds 7,680 blocks = 122,880 tokens (PROBLEMS.md P13).
+60 GiB pool holds 7,680 blocks = 122,880 tokens (card 14).
+
+Models whose layers differ (:class:`CacheLayout`). vLLM's hybrid KV cache manager (docs.vllm.ai, design
+"Hybrid KV Cache Manager") gives every group of like layers blocks of one page size from one shared pool:
+full-attention layers keep a slot for every token, sliding-window layers only for the recent window, Mamba
+layers one state per sequence. Here the block table holds the *primary* layers (those that keep every
+token: full attention and MLA), and a pool block is ``block_size`` tokens of them (Gemma-2: its 21 global
+layers, vLLM's page). The rest of a sequence's cache, ``calc kv``'s count of its windowed layers and its
+Mamba state (:func:`sequence_kv_bytes`), is held as extra blocks of the same pool, rounded up per
+sequence (:meth:`BlockManager.hold`). A model whose every KV layer is windowed (Mistral v0.1) has its
+windowed layers as primary and a ``window``: its table keeps the newest ``ceil(min(L, window) /
+block_size)`` blocks and releases older ones, as vLLM's ``SlidingWindowManager.remove_skipped_blocks``
+does.
 """
 
 from __future__ import annotations
@@ -37,8 +49,8 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Sequence
 
-from ringlab.calc.kvcache import kv_cache_bytes_per_token
-from ringlab.calc.models import ModelConfig
+from ringlab.calc.kvcache import kv_cache_bytes, kv_cache_bytes_per_token, state_bytes_per_sequence
+from ringlab.calc.models import ModelConfig, get_model
 from ringlab.calc.units import positive_int
 
 
@@ -59,13 +71,97 @@ class InvariantError(AssertionError):
     """:meth:`BlockManager.check_invariants` found the allocator's books inconsistent."""
 
 
-def block_bytes(model: str | ModelConfig, block_size: int = 16, dtype: str = "fp16", tp: int = 1) -> int:
-    """Bytes of one KV block on one GPU (int): ``kv_cache_bytes_per_token(model, dtype, tp) x block_size``.
+class CacheLayout:
+    """How one sequence of ``model`` maps onto a pool of equal blocks (see the module docstring).
 
-    Every layer's cache has its own block for the same token positions, so a block of the pool
-    stands for ``block_size`` tokens in all layers. Raises ValueError/TypeError like the calculator.
+    Attributes: ``block_size``; ``block_bytes``, bytes of one pool block on one GPU: ``block_size`` tokens of
+    the primary layers (every KV layer for a model whose layers are alike, so Llama-2-7B in fp16 keeps its
+    8 MiB); ``window``, tokens the primary layers keep (None: every token). Methods give block counts of a
+    sequence of ``tokens`` tokens that shares nothing: :meth:`table_blocks`, :meth:`extra_blocks` and their sum
+    :meth:`blocks` = ``ceil(sequence_kv_bytes / block_bytes)``.
+
+    Modelled versus vLLM: the windowed layers and the Mamba state of a sequence are rounded up to whole
+    blocks together, per sequence, and never shared by prefix (vLLM gives each group its own blocks and can
+    share sliding-window blocks); the window is ``calc kv``'s ``ceil(min(L, window) / block_size)`` blocks,
+    where vLLM frees a block only once all its tokens are out of the next token's window and may hold one
+    more; a prefill is charged what the sequence holds after it (vLLM holds every block of the chunk for
+    that one step). Raises ValueError for a model without KV layers (its pool has no block) and, like
+    :func:`sequence_kv_bytes`, for linear-attention layers.
     """
-    return kv_cache_bytes_per_token(model, dtype, tp) * positive_int(block_size, "block_size")
+
+    def __init__(self, model: str | ModelConfig, block_size: int = 16, dtype: str = "fp16", tp: int = 1):
+        model = get_model(model)
+        self.block_size = bs = positive_int(block_size, "block_size")
+        self._model, self._dtype, self._tp = model, dtype, tp
+        bounded = [layer.window for layer in model.layers if layer.caches_kv and layer.window is not None
+                   and layer.held_tokens(layer.window + 1) == layer.window]
+        self._bounded = max(bounded, default=0)  # past this length only the primary layers grow
+
+        def kv(tokens):
+            return kv_cache_bytes(model, tokens, 1, dtype, tp) if tokens else 0
+
+        b = self._bounded
+        growth = kv(b + 1) - kv(b)  # bytes per token of the layers that keep every token
+        if growth:
+            self.window = None
+        elif b:  # every KV layer is windowed: the widest window's layers are the primary ones
+            self.window, growth = b, kv(b) - kv(b - 1)
+        else:
+            raise ValueError(f"{model.name} has no layer that caches KV: a paged pool has no block for it")
+        self.block_bytes = growth * bs
+        self._state = state_bytes_per_sequence(model, dtype, tp)
+        self._extra: dict[int, int] = {}
+        self.has_extra = bool(self._state) or any(
+            layer.caches_kv and layer.window is not None and layer.window != self.window for layer in model.layers)
+
+    def table_blocks(self, tokens: int) -> int:
+        """Blocks of the primary layers: ``ceil(tokens / block_size)``, or of the window's last tokens."""
+        held = tokens if self.window is None else min(tokens, self.window)
+        return -(-held // self.block_size)
+
+    def extra_blocks(self, tokens: int) -> int:
+        """Blocks a sequence of ``tokens`` tokens (int >= 1) holds beyond its table: its other windowed layers
+        and its Mamba state, in whole blocks. Constant once ``tokens`` passes every window (memoised)."""
+        if not self.has_extra:
+            return 0
+        key = min(tokens, self._bounded) if self._bounded else 1
+        out = self._extra.get(key)
+        if out is None:
+            out = self._extra[key] = self.blocks(key) - self.table_blocks(key)
+        return out
+
+    def blocks(self, tokens: int) -> int:
+        """All blocks one sequence of ``tokens`` tokens holds when it shares nothing (int):
+        ``ceil(sequence_kv_bytes(tokens) / block_bytes)``."""
+        size = sequence_kv_bytes(self._model, tokens, self.block_size, self._dtype, self._tp)
+        return -(-size // self.block_bytes)
+
+
+def cache_layout(model: str | ModelConfig, block_size: int = 16, dtype: str = "fp16", tp: int = 1) -> CacheLayout:
+    """The :class:`CacheLayout` of ``model`` in blocks of ``block_size`` tokens of ``dtype`` on each of ``tp`` GPUs."""
+    return CacheLayout(model, block_size, dtype, tp)
+
+
+def block_bytes(model: str | ModelConfig, block_size: int = 16, dtype: str = "fp16", tp: int = 1) -> int:
+    """Bytes of one KV block of the pool on one GPU (int): ``block_size`` tokens of the layers that keep every
+    token (:class:`CacheLayout`), i.e. ``kv_cache_bytes_per_token(model, dtype, tp) x block_size`` for a
+    model whose layers are alike. Gemma-2-9B (21 global of 42 layers) in bf16: 16 x 21 x 8,192 = 2,752,512 B.
+
+    Every such layer has its own block for the same token positions, so a block of the pool stands for
+    ``block_size`` tokens in all of them. Raises ValueError/TypeError like the calculator.
+    """
+    return cache_layout(model, block_size, dtype, tp).block_bytes
+
+
+def sequence_kv_bytes(model: str | ModelConfig, tokens: int, block_size: int = 16, dtype: str = "fp16",
+                      tp: int = 1) -> int:
+    """Bytes one sequence of ``tokens`` tokens holds on one GPU in a paged cache (int): ``calc kv``'s count,
+    layer by layer, in whole blocks (:func:`ringlab.calc.kvcache.kv_cache_bytes` with ``block_size``:
+    windowed layers keep at most their window, MLA its latent, state-space layers nothing) plus the fixed
+    state of its Mamba layers (:func:`ringlab.calc.kvcache.state_bytes_per_sequence`).
+    Llama-2-7B, 512 tokens, bf16: 32 blocks x 8 MiB = 268,435,456 B. Raises ValueError like the calculators.
+    """
+    return kv_cache_bytes(model, tokens, 1, dtype, tp, block_size) + state_bytes_per_sequence(model, dtype, tp)
 
 
 def pool_blocks(pool_bytes: int, model: str | ModelConfig, block_size: int = 16, dtype: str = "fp16",
@@ -92,14 +188,19 @@ class BlockManager:
         watermark_blocks: blocks admission leaves free for running sequences to grow (int >= 0,
             less than ``num_blocks``).
         enable_prefix_caching: share full blocks by chained key and keep freed ones cached (default True).
+        window: tokens each table keeps (None, the default: all). With a window a table keeps its newest
+            ``ceil(min(L, window) / block_size)`` blocks; older entries are None and their blocks are released
+            (vLLM's ``SlidingWindowManager``). Prefix caching is not modelled with a window.
 
+    A sequence may also hold extra blocks outside its table (:meth:`hold`: the layers the table does not
+    cover, such as Mamba state); they are released with it.
     Sequence ids are any hashable values; token ids any hashable values (ints in practice).
     Errors: ValueError for bad sizes (``num_blocks`` at most :data:`MAX_BLOCKS`), unknown or duplicate sequence ids and empty prompts;
     :class:`OutOfBlocksError` when the pool cannot hold what is asked (the books are left unchanged).
     """
 
     def __init__(self, num_blocks: int, block_size: int = 16, watermark_blocks: int = 0,
-                 enable_prefix_caching: bool = True):
+                 enable_prefix_caching: bool = True, window: int | None = None):
         self.num_blocks = positive_int(num_blocks, "num_blocks")
         if self.num_blocks > MAX_BLOCKS:
             raise ValueError(f"num_blocks={self.num_blocks:,} is above {MAX_BLOCKS:,}: larger than any GPU's pool "
@@ -113,12 +214,16 @@ class BlockManager:
             raise TypeError(f"enable_prefix_caching must be a bool, got {enable_prefix_caching!r}")
         self.watermark_blocks = watermark_blocks
         self.enable_prefix_caching = enable_prefix_caching
+        self.window = None if window is None else positive_int(window, "window")
+        if self.window is not None and enable_prefix_caching:
+            raise ValueError("a window with prefix caching is not modelled: pass enable_prefix_caching=False")
+        self._extra: dict[Hashable, list[int]] = {}  # blocks a sequence holds outside its table (hold())
         self._ref = [0] * self.num_blocks
         self._key: list[tuple | None] = [None] * self.num_blocks  # key of a full, registered block
         self._free: deque[int] = deque(range(self.num_blocks))  # ref 0, no valid content
         self._evictor: OrderedDict[tuple, int] = OrderedDict()  # ref 0, valid content: LRU first
         self._cached: dict[tuple, int] = {}  # every registered key -> its block (held or in the evictor)
-        self._tables: dict[Hashable, list[int]] = {}
+        self._tables: dict[Hashable, list[int | None]] = {}  # None: released, out of the window
         self._tokens: dict[Hashable, list] = {}
         self._keys: dict[Hashable, list[tuple]] = {}  # chain keys of each sequence's full blocks
         self.prefix_cache_hits = 0  # blocks found by key instead of filled again
@@ -144,8 +249,13 @@ class BlockManager:
         return self.num_blocks - self.num_free_blocks
 
     def block_table(self, seq_id) -> list[int]:
-        """Physical block ids of ``seq_id`` in token order (a copy). ValueError for an unknown id."""
+        """Physical block ids of ``seq_id`` in token order (a copy; None for blocks released past the window).
+        ValueError for an unknown id."""
         return list(self._table(seq_id))
+
+    def held_blocks(self, seq_id) -> list[int]:
+        """Physical blocks ``seq_id`` holds: its table's (without released entries), then its extra ones."""
+        return [b for b in self._table(seq_id) if b is not None] + self._extra[seq_id]
 
     def tokens(self, seq_id) -> list:
         """Token ids held for ``seq_id`` (a copy)."""
@@ -171,6 +281,7 @@ class BlockManager:
         need = 0
         for tokens in token_lists:
             keys, partial = self._prompt_keys(tokens)
+            keys = keys[self._skipped(len(tokens)):]
             for key in keys:
                 hit = self.enable_prefix_caching and (key in self._cached or key in added)
                 if not hit:
@@ -221,8 +332,9 @@ class BlockManager:
                 f"are free above the watermark of {self.watermark_blocks}"
                 + (" (it can never fit this pool)" if never else ""), need, room, never)
         keys, partial = self._prompt_keys(tokens)
-        table = []
-        for key in keys:
+        skip = self._skipped(len(tokens))
+        table: list[int | None] = [None] * skip
+        for key in keys[skip:]:
             if self.enable_prefix_caching and key in self._cached:
                 block = self._cached[key]
                 if self._ref[block] == 0:
@@ -236,6 +348,7 @@ class BlockManager:
         if partial:
             table.append(self._take())
         self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id] = table, tokens, keys
+        self._extra[seq_id] = []
         return list(table)
 
     def append_token(self, seq_id, token_id) -> tuple[int, int] | None:
@@ -245,13 +358,27 @@ class BlockManager:
         When the token fills its block, the block gets its chain key and becomes shareable; if that key is
         already cached in another block (the same prefix decoded twice), the table switches to that block
         and this one is freed, so equal prefixes never hold two blocks.
-        Raises ValueError for an unknown id, :class:`OutOfBlocksError` when a block is needed and none is
-        free (the watermark does not apply: it exists for this growth).
+        Raises ValueError for an unknown id, TypeError for an unhashable ``token_id`` (a block's key holds
+        its tokens), :class:`OutOfBlocksError` when a block is needed and none is free (the watermark does
+        not apply: it exists for this growth). On every error the books are left unchanged.
         """
         table, tokens = self._table(seq_id), self._tokens[seq_id]
+        try:
+            hash(token_id)
+        except TypeError:
+            raise TypeError(f"token_id must be hashable (an int in practice), got {type(token_id).__name__} "
+                            f"{token_id!r:.60}") from None
         copy = None
         if len(tokens) % self.block_size == 0:
-            table.append(self._take_for(seq_id, "a new block"))
+            released = self._skipped(len(tokens) + 1) - self._skipped(len(tokens))
+            oldest = table[len(table) - self._kept(len(tokens))] if released else None
+            if oldest is not None and self._ref[oldest] == 1:  # its slot past the window frees a block
+                self._release(table, len(table) - self._kept(len(tokens)))
+                table.append(self._take())
+            else:
+                table.append(self._take_for(seq_id, "a new block"))
+                if released:
+                    self._release(table, len(table) - 1 - self._kept(len(tokens)))
         elif self._ref[table[-1]] > 1:
             src = table[-1]
             dst = self._take_for(seq_id, "a copy of its shared last block")
@@ -281,24 +408,30 @@ class BlockManager:
     def fork(self, parent_id, child_id) -> list[int]:
         """Make ``child_id`` a copy of ``parent_id`` sharing every block (ref counts + 1); return its table.
 
-        No block is taken now: the first write into a shared partial block copies it. Raises ValueError
-        for an unknown parent or a known child id.
+        No block is taken now: the first write into a shared partial block copies it; the child holds no
+        extra blocks (:meth:`hold`). Raises ValueError for an unknown parent or a known child id.
         """
         table = self._table(parent_id)
         if child_id in self._tables:
             raise ValueError(f"sequence {child_id!r} already holds blocks; free it first")
         for block in table:
-            self._ref[block] += 1
+            if block is not None:
+                self._ref[block] += 1
         self._tables[child_id] = list(table)
+        self._extra[child_id] = []
         self._tokens[child_id] = list(self._tokens[parent_id])
         self._keys[child_id] = list(self._keys[parent_id])
         return list(table)
 
     def free(self, seq_id) -> None:
-        """Release ``seq_id``'s blocks, last first: a block no table holds any more joins the LRU cache when
-        it has a key, the plain free list otherwise. Raises ValueError for an unknown id."""
+        """Release ``seq_id``'s blocks, its extra ones and then its table's last first: a block no table holds
+        any more joins the LRU cache when it has a key, the plain free list otherwise. Raises ValueError for an
+        unknown id."""
         table = self._table(seq_id)
+        self._put_back(self._extra.pop(seq_id))
         for block in reversed(table):
+            if block is None:
+                continue
             self._ref[block] -= 1
             if self._ref[block] == 0:
                 key = self._key[block]
@@ -308,6 +441,26 @@ class BlockManager:
                     self._forget(block)
                     self._free.append(block)
         del self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id]
+
+    def hold(self, seq_id, count: int) -> None:
+        """Make ``seq_id`` hold exactly ``count`` (int >= 0) extra blocks outside its table, taking free blocks
+        or returning its own (the layers its table does not cover: windowed layers of another group, Mamba
+        state). The watermark does not apply (admission checks it). Raises ValueError for an unknown id or a
+        bad count, :class:`OutOfBlocksError` (books unchanged) when too few blocks are free."""
+        held = self._extra.get(seq_id)
+        if held is not None and type(count) is int and count == len(held):
+            return  # the common case, once per decode step: nothing to change
+        self._table(seq_id)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"count must be an int >= 0, got {count!r}")
+        extra = self._extra[seq_id]
+        more = count - len(extra)
+        if more > self.num_free_blocks:
+            raise OutOfBlocksError(f"sequence {seq_id!r} needs {more} more blocks outside its table and "
+                                   f"{self.num_free_blocks} of {self.num_blocks} are free", more, self.num_free_blocks)
+        if more < 0:
+            self._put_back([extra.pop() for _ in range(-more)])
+        extra.extend(self._take() for _ in range(max(more, 0)))
 
     def take_pending_copies(self) -> list[tuple[int, int]]:
         """The copy-on-write ``(src, dst)`` pairs made since the last call (the engine's copy list)."""
@@ -319,10 +472,11 @@ class BlockManager:
         """Raise :class:`InvariantError` naming the first broken rule; return None when all hold.
 
         Rules: every block is exactly one of free, cached-free, or held; a block's ref count equals the
-        number of tables holding it; no block is both free and referenced; each table has
-        ``ceil(tokens / block_size)`` blocks; each key maps to a block carrying that key; every full
-        block held is the cached one for its prefix (no prefix held twice); with no
-        sequence left, every block is free (nothing leaked).
+        number of tables (and extra holdings) holding it; no block is both free and referenced; each table has
+        ``ceil(tokens / block_size)`` entries, of which the newest ``ceil(min(tokens, window) / block_size)``
+        hold a block and the older are released (None); extra blocks carry no key; each key maps to a block
+        carrying that key; every full block held is the cached one for its prefix (no prefix held twice); with
+        no sequence left, every block is free (nothing leaked).
         """
         def fail(msg):
             raise InvariantError(msg)
@@ -336,10 +490,19 @@ class BlockManager:
             if len(table) != expected:
                 fail(f"sequence {seq_id!r} holds {len(table)} blocks for {len(self._tokens[seq_id])} tokens, "
                      f"expected {expected}")
+            skip = self._skipped(len(self._tokens[seq_id]))
+            if any(b is not None for b in table[:skip]) or any(b is None for b in table[skip:]):
+                fail(f"sequence {seq_id!r} should hold its newest {expected - skip} blocks and release the "
+                     f"{skip} before them")
+            for block in self._extra[seq_id]:
+                holders[block] += 1
+                if self._key[block] is not None:
+                    fail(f"sequence {seq_id!r} holds extra block {block}, which carries a key")
             if len(self._keys[seq_id]) != len(self._tokens[seq_id]) // self.block_size:
                 fail(f"sequence {seq_id!r} has {len(self._keys[seq_id])} chain keys for its full blocks")
             for block in table:
-                holders[block] += 1
+                if block is not None:
+                    holders[block] += 1
         for block in range(self.num_blocks):
             if holders[block] != self._ref[block]:
                 fail(f"block {block} has ref count {self._ref[block]} but {holders[block]} tables hold it")
@@ -355,7 +518,7 @@ class BlockManager:
                 fail(f"block {block} has a key, no holder, and is not in the cache of free blocks")
         for seq_id, table in self._tables.items():
             for key, block in zip(self._keys[seq_id], table):
-                if self.enable_prefix_caching and self._cached.get(key) != block:
+                if self.enable_prefix_caching and self._cached.get(key) != block:  # (no window: no None)
                     fail(f"sequence {seq_id!r} holds a full block {block} that is not the cached one for its "
                          "prefix: one prefix, two blocks")
         for block in free:
@@ -392,6 +555,29 @@ class BlockManager:
                 self._memo.clear()
             self._memo[whole] = keys
         return list(keys), int(len(whole) % bs != 0)
+
+    def _kept(self, tokens: int) -> int:
+        """Table entries holding a block for a sequence of ``tokens`` tokens."""
+        held = tokens if self.window is None else min(tokens, self.window)
+        return -(-held // self.block_size)
+
+    def _skipped(self, tokens: int) -> int:
+        """Leading table entries released past the window for a sequence of ``tokens`` tokens."""
+        return -(-tokens // self.block_size) - self._kept(tokens)
+
+    def _release(self, table: list, index: int) -> None:
+        """Drop ``table[index]`` (out of the window): one reference less, the block freed if none is left."""
+        block, table[index] = table[index], None
+        self._ref[block] -= 1
+        if self._ref[block] == 0:
+            self._forget(block)
+            self._free.append(block)
+
+    def _put_back(self, blocks: list[int]) -> None:
+        """Return extra blocks (ref 1, no key) to the plain free list."""
+        for block in blocks:
+            self._ref[block] = 0
+            self._free.append(block)
 
     def _take(self) -> int:
         """A block for new content (caller checked there is one): plain free first, then the LRU cached."""

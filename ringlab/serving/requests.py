@@ -21,6 +21,16 @@ VOCAB_SIZE = 32_000  # Llama-2's vocabulary; token ids only need to be distinct,
 LENGTHS = ("fixed", "uniform", "exponential")
 MAX_REQUESTS = 1_000_000  # a trace is built in memory, one tuple of token ids per request
 MAX_MEAN_LEN = 1_000_000  # mean prompt or output tokens
+# Token ids a run holds: the trace's prompts, plus each sample's prompt and output twice (the engine's and
+# the block manager's lists), about 30-40 B each as Python ints in lists. 1e7 is about 400 MB, and about
+# the most the engine serves in a minute or two (it moves some 1e5 token ids a second).
+MAX_TRACE_TOKENS = 10_000_000
+
+
+def trace_tokens(requests: float, prompt_len: float, output_len: float, n: int = 1) -> float:
+    """Expected token ids a simulation of ``requests`` requests holds at once at most: ``requests x (prompt_len +
+    2 n (prompt_len + output_len))`` (see :data:`MAX_TRACE_TOKENS`)."""
+    return requests * (prompt_len + 2 * n * (prompt_len + output_len))
 
 
 @dataclass(frozen=True)
@@ -76,8 +86,9 @@ def poisson_requests(num_requests: int | None = None, rate: float = 10.0, second
     prompt put in front of the prompt of a ``shared_fraction`` of the requests (counted in their
     prompt length). ``n``: samples per request. Prompt tokens are drawn uniformly from the
     vocabulary, so unrelated prompts share no block.
-    Raises ValueError/TypeError naming the bad argument (also above :data:`MAX_REQUESTS` requests or
-    :data:`MAX_MEAN_LEN` mean tokens).
+    Raises ValueError/TypeError naming the bad argument (also above :data:`MAX_REQUESTS` requests,
+    :data:`MAX_MEAN_LEN` mean tokens, or :data:`MAX_TRACE_TOKENS` token ids in all, checked before
+    anything is drawn).
     """
     if num_requests is None and seconds is None:
         raise ValueError("give num_requests, seconds, or both")
@@ -97,6 +108,12 @@ def poisson_requests(num_requests: int | None = None, rate: float = 10.0, second
     expected = num_requests if num_requests is not None else rate * seconds
     if expected > MAX_REQUESTS:
         raise ValueError(f"{expected:,.0f} requests (rate x seconds) is above {MAX_REQUESTS:,}: shorten the trace")
+    positive_int(n, "n")
+    tokens = trace_tokens(expected, prompt_len, output_len, n)
+    if tokens > MAX_TRACE_TOKENS:
+        raise ValueError(f"{expected:,.0f} requests (rate x seconds) of prompt_len {prompt_len:,} and output_len "
+                         f"{output_len:,} tokens (n={n}) hold about {tokens:,.0f} token ids, about "
+                         f"{tokens * 40 / 1e9:,.1f} GB; at most {MAX_TRACE_TOKENS:,}: shorten the trace or the requests")
     rng = np.random.default_rng(seed)
     if num_requests is None:
         count = int(rate * seconds + 10 * np.sqrt(rate * seconds) + 10)  # Poisson tail: far beyond the count

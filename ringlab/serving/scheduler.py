@@ -23,18 +23,26 @@ request is recompute-preempted to make room "for next step". But next step the a
 again, re-admits that request into the room it left, and the decode finds no block again: the same
 request is prefilled, evicted and prefilled again while nothing progresses. The scheduler recognises
 it: once every request has arrived, a state (queues, lengths, allocator counts) seen before, with no
-token generated since, means the run cycles for ever; it stops and reports ``livelock`` (PROBLEMS.md
-P14). States are only recorded while nothing progresses, so the check costs nothing in a healthy run.
+token generated since, means the run cycles for ever; it stops and reports ``livelock`` (notebook
+15 shows one). States are only recorded while nothing progresses, so the check costs nothing in a healthy run.
 
 Recomputing a preempted request (its prompt and output so far) is chunked over steps even without
 chunked prefill, since it may exceed the token budget. Requests that can never be served are
 rejected on arrival: a prompt longer than the token budget
-without chunked prefill, or (fixed policy) a request whose worst case, ``n x ceil((prompt +
-max_new_tokens - 1) / block_size)`` blocks with nothing shared, exceeds the pool less the
-watermark.
+without chunked prefill, or (fixed policy) a request whose worst case, ``n x blocks(prompt +
+max_new_tokens - 1)`` with nothing shared, exceeds the pool less the watermark.
+
+Blocks (:class:`~ringlab.serving.blocks.CacheLayout`): a sequence of ``L`` tokens holds ``blocks(L) =
+ceil(sequence_kv_bytes(L) / block_bytes)``, ``ceil(L / block_size)`` for a model whose layers are alike; a
+model with windowed layers or Mamba state holds its table of the layers that keep every token plus extra
+blocks for the rest (``calc kv``'s count), and one whose every layer is windowed releases blocks past the
+window (then without prefix caching). Admission, the reserved decode room, the arrival check, preemption
+and swaps all count these blocks.
 
 Time: each step takes :meth:`ringlab.serving.cost.StepCost.step_time` of its batch (the calc roofline)
-plus swap transfers at ``swap_bandwidth``; with nothing to run the clock jumps to the next arrival.
+plus swap transfers over the host link (the preset's ``host_link_bandwidth`` unless ``swap_bandwidth`` is
+given: PCIe Gen4 32 GB/s on an A100, Gen5 64 GB/s on an H100, NVLink-C2C 450 GB/s on a GH200, each way,
+nominal); with nothing to run the clock jumps to the next arrival.
 A sample's first token appears at the end of the step that completes its prefill.
 """
 
@@ -46,12 +54,15 @@ from dataclasses import dataclass, field
 
 from ringlab.calc.roofline import check_number
 from ringlab.calc.units import positive_int
-from ringlab.serving.blocks import BlockManager, OutOfBlocksError, block_bytes
-from ringlab.serving.cost import StepCost
+from ringlab.serving.blocks import BlockManager, OutOfBlocksError, cache_layout
+from ringlab.serving.cost import StepCost, host_link
 from ringlab.serving.requests import Request, sampled_token
 from ringlab.serving.trace import Trace
 
 PREEMPTION_MODES = ("recompute", "swap")
+
+
+MAX_BATCHED_TOKENS = 1 << 20  # tokens per step: the step-time table holds a few arrays this long
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,8 @@ class SchedulerConfig:
     the fixed step order (grow running first, admit leaving a decode block per request) rather than the
     naive one (admit first; a decode without a block waits); ``watermark``: fraction of
     the pool admission leaves free (vLLM's default is 0.01); ``swap_bandwidth``: host link bytes/s per
-    direction (default 25e9: a PCIe Gen4 x16 link's 32 GB/s nominal less protocol overhead);
+    direction, None (the default) for the hardware preset's ``host_link_bandwidth`` (nominal; pass e.g.
+    25e9 for what pinned copies reach over PCIe Gen4);
     ``max_steps``: a guard that stops the run.
     """
 
@@ -74,11 +86,13 @@ class SchedulerConfig:
     preemption: str = "recompute"
     reserve_decode: bool = True
     watermark: float = 0.01
-    swap_bandwidth: float = 25e9
+    swap_bandwidth: float | None = None
     max_steps: int = 1_000_000
 
     def __post_init__(self):
-        positive_int(self.max_num_batched_tokens, "max_num_batched_tokens")
+        if positive_int(self.max_num_batched_tokens, "max_num_batched_tokens") > MAX_BATCHED_TOKENS:
+            raise ValueError(f"max_num_batched_tokens={self.max_num_batched_tokens:,} is above {MAX_BATCHED_TOKENS:,}: "
+                             "step times are tabulated per batch size up front (vLLM's defaults are 2,048 to 16,384)")
         positive_int(self.max_num_seqs, "max_num_seqs")
         positive_int(self.max_steps, "max_steps")
         for name in ("chunked_prefill", "reserve_decode"):
@@ -89,7 +103,8 @@ class SchedulerConfig:
         check_number("watermark", self.watermark)
         if self.watermark >= 1:
             raise ValueError(f"watermark must be a fraction in [0, 1), got {self.watermark}")
-        check_number("swap_bandwidth", self.swap_bandwidth, strict=True)
+        if self.swap_bandwidth is not None:
+            check_number("swap_bandwidth", self.swap_bandwidth, strict=True)
 
     @classmethod
     def naive(cls, **changes) -> SchedulerConfig:
@@ -145,14 +160,19 @@ class Scheduler:
             raise TypeError(f"config must be a SchedulerConfig, got {type(config).__name__}")
         num_blocks = positive_int(num_blocks, "num_blocks")
         watermark = int(self.config.watermark * num_blocks)
-        self.blocks = BlockManager(num_blocks, block_size, watermark, enable_prefix_caching)
         self.cost = StepCost(model, hardware, self.config.max_num_batched_tokens, dtype=dtype)
-        self.block_bytes = block_bytes(self.cost.model, block_size, dtype)
+        self.layout = cache_layout(self.cost.model, block_size, dtype)
+        self.blocks = BlockManager(num_blocks, block_size, watermark,
+                                   enable_prefix_caching and self.layout.window is None, self.layout.window)
+        self.block_bytes = self.layout.block_bytes
+        self.swap_bandwidth = host_link(self.cost.hardware, self.config.swap_bandwidth,
+                                        needed=self.config.preemption == "swap")
         self.check = check_invariants
 
     # ---- the run -----------------------------------------------------------------------------
     def run(self, requests: list[Request]) -> Trace:
-        """Serve every request; stop when all are done, on a detected livelock, or at ``max_steps``."""
+        """Serve every request; stop when all are done, on a detected livelock, or at ``max_steps`` (then the
+        trace's ``truncated`` says so and why: the run is partial)."""
         pending = deque(sorted(requests, key=lambda r: (r.arrival_s, r.request_id)))
         if len({r.request_id for r in pending}) != len(pending):
             raise ValueError("request ids must be unique")
@@ -173,6 +193,9 @@ class Scheduler:
             step = self.trace.num_steps
             if step == self.config.max_steps:
                 self.trace.event(step, self.now, "step limit", None, f"stopped after max_steps={step}")
+                left = len(pending) + len(self.waiting) + len(self.running) + len(self.swapped)
+                self.trace.truncated = (f"stopped at max_steps={step:,} with {left:,} request(s) not done; "
+                                        "the numbers cover the simulated part only")
                 break
             self._step(step)
             if self.check:
@@ -206,17 +229,18 @@ class Scheduler:
         self.waiting.append(group)
 
     def _never_fits(self, request: Request) -> str:
-        cfg, bs, pool = self.config, self.blocks.block_size, self.blocks.num_blocks
+        cfg, pool = self.config, self.blocks.num_blocks
         if not cfg.chunked_prefill and len(request.prompt) > cfg.max_num_batched_tokens:
             return (f"prompt of {len(request.prompt)} tokens exceeds max_num_batched_tokens="
                     f"{cfg.max_num_batched_tokens} without chunked prefill")
         if request.n > cfg.max_num_seqs:
             return f"its {request.n} samples exceed max_num_seqs={cfg.max_num_seqs}"
         room = pool - self.blocks.watermark_blocks
-        if -(-len(request.prompt) // bs) > room:
-            return f"prompt needs {-(-len(request.prompt) // bs)} blocks; the pool has {room} above the watermark"
+        prompt = self.layout.blocks(len(request.prompt)) + (request.n - 1) * self._extra(len(request.prompt))
+        if prompt > room:
+            return f"prompt needs {prompt} blocks; the pool has {room} above the watermark"
         if cfg.reserve_decode:
-            worst = request.n * -(-(len(request.prompt) + request.max_new_tokens - 1) // bs)
+            worst = request.n * self.layout.blocks(len(request.prompt) + request.max_new_tokens - 1)
             if worst > room:
                 return f"its worst case needs {worst} blocks, {room} are above the watermark: it could never finish"
         return ""
@@ -259,6 +283,7 @@ class Scheduler:
         seq = (group.rid, sample)
         while sample not in group.slotted:
             try:
+                self.blocks.hold(seq, self._extra(len(group.tokens[sample])))
                 self.blocks.append_token(seq, group.tokens[sample][-1])
                 group.slotted.add(sample)
             except OutOfBlocksError:
@@ -289,13 +314,13 @@ class Scheduler:
         self.batch_decode = [(g, s) for g, s in self.batch_decode if g is not group]
         self.wasted += sum(c for g, _, c in self.batch_prefill if g is group)  # computed, then thrown away
         self.batch_prefill = [(g, s, c) for g, s, c in self.batch_prefill if g is not group]
-        held = {b for sample in group.tokens for b in self.blocks.block_table((group.rid, sample))}
+        held = {b for sample in group.tokens for b in self.blocks.held_blocks((group.rid, sample))}
         for sample in group.tokens:
             self.blocks.free((group.rid, sample))
         group.slotted.clear()
         if mode == "swap":
             group.swap_blocks = len(held)
-            self.extra_s += len(held) * self.block_bytes / self.config.swap_bandwidth
+            self.extra_s += len(held) * self.block_bytes / self.swap_bandwidth
             self._insert_front(self.swapped, group)
         else:
             group.computed = {}
@@ -311,20 +336,35 @@ class Scheduler:
         queue.clear()
         queue.extend(items)
 
+    def _extra(self, tokens: int) -> int:
+        """Blocks a sequence of ``tokens`` tokens holds outside its table (windowed layers, Mamba state)."""
+        return self.layout.extra_blocks(tokens)
+
     def _decode_room(self, group: _Group, swapping_in: bool = False) -> int:
         """Blocks ``group``'s next decode will take (the reserved decode room): a new block for each sample
         whose slots end on a block boundary, and after a first prefill of ``n > 1`` samples, one
-        copy-on-write block per fork sharing the prompt's partial last block."""
+        copy-on-write block per fork sharing the prompt's partial last block; plus the growth of each
+        sample's extra blocks (:meth:`_extra`)."""
         bs, request = self.blocks.block_size, group.request
         if group.first_token_s is None:  # a fresh prompt: its samples fork after the prefill
             if request.max_new_tokens == 1:
                 return 0
-            return request.n if len(request.prompt) % bs == 0 else request.n - 1
+            p = len(request.prompt)
+            grow = request.n * (self._extra(p + 1) - self._extra(p))
+            return grow + (request.n if p % bs == 0 else request.n - 1)
         if swapping_in:  # samples get slots for all but their last token, whose slot is taken at once
-            return sum(1 for t in group.tokens.values() if (len(t) - 1) % bs == 0)
+            return sum(int((len(t) - 1) % bs == 0) + self._extra(len(t)) - self._extra(len(t) - 1)
+                       for t in group.tokens.values())
         # recompute prefills every token, samples one more, then decodes it unless that was the last
-        return sum(1 for s, t in group.tokens.items()
-                   if len(t) % bs == 0 and group.generated[s] + 1 < request.max_new_tokens)
+        return sum(int(len(t) % bs == 0) + self._extra(len(t) + 1) - self._extra(len(t))
+                   for s, t in group.tokens.items() if group.generated[s] + 1 < request.max_new_tokens)
+
+    def _held_on_admission(self, group: _Group, lists: list) -> int:
+        """Extra blocks ``group`` holds once admitted: each sample's, and for a fresh prompt of ``n`` samples
+        its children's too (held by the first sample until they fork)."""
+        if group.first_token_s is None:
+            return group.request.n * self._extra(len(lists[0]))
+        return sum(self._extra(len(t)) for t in lists)
 
     def _room(self, token_lists: list, reserve: int) -> bool:
         need = self.blocks.blocks_needed(token_lists) + reserve
@@ -335,13 +375,15 @@ class Scheduler:
         while self.swapped:
             group = self.swapped[0]
             lists = [tokens[:-1] for tokens in group.tokens.values()]  # the last sampled token has no KV yet
-            room = self._room(lists, self._decode_room(group, swapping_in=True))
+            room = self._room(lists, self._decode_room(group, swapping_in=True)
+                              + sum(self._extra(len(t)) for t in lists))
             if self.seqs_left < len(lists) or self.tokens_left < len(lists) or not room:
                 return
             self.swapped.popleft()
             for sample, tokens in zip(group.tokens, lists):
                 self.blocks.allocate((group.rid, sample), tokens)
-            self.extra_s += group.swap_blocks * self.block_bytes / self.config.swap_bandwidth
+                self.blocks.hold((group.rid, sample), self._extra(len(tokens)))
+            self.extra_s += group.swap_blocks * self.block_bytes / self.swap_bandwidth
             self.trace.event(self.step_id, self.now, "swap in", group.rid, f"{group.swap_blocks} blocks")
             group.swap_blocks = 0
             bisect.insort(self.running, group, key=lambda g: g.age)
@@ -356,7 +398,7 @@ class Scheduler:
         while self.waiting:
             group = self.waiting[0]
             lists = list(group.tokens.values())
-            reserve = self._decode_room(group) if cfg.reserve_decode else 0
+            reserve = self._held_on_admission(group, lists) + (self._decode_room(group) if cfg.reserve_decode else 0)
             if self.seqs_left < len(lists) or self.tokens_left < 1 or not self._room(lists, reserve):
                 return
             uncached = sum(len(t) - min(self.blocks.cached_tokens(t), len(t) - 1) for t in lists)
@@ -364,9 +406,11 @@ class Scheduler:
             if not (cfg.chunked_prefill or resumed) and uncached > self.tokens_left:
                 return
             self.waiting.popleft()
+            fresh = group.first_token_s is None
             for sample, tokens in group.tokens.items():
                 hits = self.blocks.prefix_cache_hits
                 self.blocks.allocate((group.rid, sample), tokens)
+                self.blocks.hold((group.rid, sample), (group.request.n if fresh else 1) * self._extra(len(tokens)))
                 cached = (self.blocks.prefix_cache_hits - hits) * self.blocks.block_size
                 group.computed[sample] = min(cached, len(tokens) - 1)  # the last token is always computed
             if group.first_scheduled_s is None:
@@ -387,18 +431,20 @@ class Scheduler:
     # ---- running the batch ---------------------------------------------------------------------
     def _execute(self) -> None:
         tokens = len(self.batch_decode) + sum(c for _, _, c in self.batch_prefill) + self.wasted
-        kv_read = attended = 0
+        kv_read = attended = 0  # bytes of cache read (windowed layers capped), tokens attended
+        read = self.cost.kv_bytes_read
         for group, sample in self.batch_decode:
             context = len(group.tokens[sample])
-            kv_read += context
+            kv_read += read(context)
             attended += context
         for group, sample, chunk in self.batch_prefill:
             done = group.computed[sample]
-            kv_read += done + chunk
+            kv_read += read(done + chunk)
             attended += chunk * done + chunk * (chunk + 1) // 2
-        kv_read += self.wasted  # a thrown-away prefill, charged as if from scratch
+        if self.wasted:  # a thrown-away prefill, charged as if from scratch
+            kv_read += read(self.wasted)
         attended += self.wasted * (self.wasted + 1) // 2
-        seconds = self.extra_s + (self.cost.step_time(tokens, kv_read, attended) if tokens else 0.0)
+        seconds = self.extra_s + (self.cost.step_time(tokens, 0, attended, kv_read) if tokens else 0.0)
         start, self.now = self.now, self.now + seconds
         for group, sample, chunk in self.batch_prefill:
             group.computed[sample] += chunk
@@ -421,8 +467,12 @@ class Scheduler:
         request = group.request
         if group.first_token_s is None:
             group.first_token_s = self.now
+            extra = self._extra(len(group.tokens[0]))
+            if request.n > 1:  # the first sample held its children's extra blocks: hand them over
+                self.blocks.hold((group.rid, 0), extra)
             for child in range(1, request.n):  # parallel sampling: children share the prompt's blocks
                 self.blocks.fork((group.rid, 0), (group.rid, child))
+                self.blocks.hold((group.rid, child), extra)
                 group.tokens[child], group.generated[child] = list(group.tokens[0]), 0
                 samples.append(child)
         for sample in samples:

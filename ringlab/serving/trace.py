@@ -40,7 +40,8 @@ class Trace:
     ``events``: list of :class:`Event`; ``steps``: dict of numpy arrays, one entry per step, keys
     :data:`STEP_FIELDS`; ``requests``: one dict per request (id, arrival_s, status, queueing_s,
     ttft_s, tpot_s, latency_s, output_tokens, preemptions); ``livelock``: None, or the (first, repeat)
-    step numbers of the state that came back; counters ``preemptions`` (by mode), ``preempted_blocks``,
+    step numbers of the state that came back; ``truncated``: None, or why the run stopped early (the
+    step cap), in which case every number describes a partial run; counters ``preemptions`` (by mode), ``preempted_blocks``,
     ``prefix_cache_hits``, ``copies``, ``rejected``.
     """
 
@@ -49,6 +50,7 @@ class Trace:
         self.events: list[Event] = []
         self._rows: list[tuple] = []
         self.livelock: tuple[int, int] | None = None
+        self.truncated: str | None = None  # why the run stopped before serving every request (max_steps)
         self.preemptions = {"recompute": 0, "swap": 0}
         self.preempted_blocks = 0
         self.rejected: dict[int, str] = {}
@@ -119,6 +121,7 @@ class Trace:
             if self.num_steps else 0,
             prefix_cache_hit_blocks=self.prefix_cache_hits, copy_on_write_copies=self.copies,
             livelock=self.livelock is not None,
+            truncated=self.truncated is not None, truncated_reason=self.truncated,
         )
         for name in ("ttft_s", "tpot_s", "queueing_s", "latency_s"):
             values = np.array([r[name] for r in finished if r[name] is not None], dtype=float)
@@ -153,4 +156,6 @@ class Trace:
                                                                  if len(reasons) > 1 else ""))
         if self.livelock:
             lines.append(f"LIVELOCK: step {self.livelock[1]} repeats the state of step {self.livelock[0]}")
+        if self.truncated:
+            lines.append(f"TRUNCATED: {self.truncated}")
         return "\n".join(lines)

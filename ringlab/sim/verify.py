@@ -101,13 +101,17 @@ class VerifyReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
-    def table(self, errors: bool = True) -> str:
+    def table(self, errors: bool = True, narrow: bool = False) -> str:
         """Fixed-width text table, one line per world size.
 
         ``errors=False`` leaves out the error magnitudes (``max abs err``, the number before the
         full-batch verdict) and keeps the verdicts: those magnitudes depend on which SIMD kernels and
         how many threads numpy and torch use, so a committed notebook output prints only verdicts.
+        ``narrow=True`` (the command line) fits :data:`ringlab.textfmt.WIDTH` columns: shorter headers,
+        and the element count in the title when every row has the same one.
         """
+        if narrow:
+            return self._narrow_table(errors)
         head = ["N", "numel", "message B", "sent/rank min", "sent/rank max", "ideal/rank",
                 "bytes"] + (["max abs err"] if errors else []) + ["values", "identical", "steps"]
         if any(r.full_batch_ok is not None for r in self.rows):
@@ -134,6 +138,32 @@ class VerifyReport:
                  + (f" ({self.model})" if self.model else ""))
         out = [title, fmt.format(*head), fmt.format(*("-" * w for w in widths))]
         out += [fmt.format(*c) for c in lines]
+        out.append(f"{'ALL CHECKS PASSED' if self.ok else 'MISMATCH FOUND'}: {sum(r.ok for r in self.rows)}"
+                   f"/{len(self.rows)} world sizes")
+        return "\n".join(out)
+
+
+    def _narrow_table(self, errors: bool) -> str:
+        from ringlab import textfmt
+
+        same = len({r.numel for r in self.rows}) == 1
+        head = ["N"] + ([] if same else ["numel"]) + ["message B", "min sent", "max sent", "ideal B", "bytes"] + (
+            ["max err"] if errors else []) + ["values", "steps", "identical", "full batch"]
+        rows = []
+        for r in self.rows:
+            cells = [f"{r.world_size:,}"] + ([] if same else [f"{r.numel:,}"]) + [
+                f"{r.message_bytes:,}", f"{r.sent_min:,}", f"{r.sent_max:,}", f"{r.ideal_per_rank:,.1f}",
+                _mark(r.bytes_match)] + ([f"{r.max_abs_error:.2e}"] if errors else [])
+            batch = "-" if r.full_batch_ok is None else _mark(r.full_batch_ok) + (
+                f" {r.full_batch_error:.1e}" if errors else "")
+            rows.append(cells + [_mark(r.within_tolerance), f"{r.steps}{'' if r.steps_match else '!'}",
+                                 _identical_mark(r), batch])
+        title = (f"{self.algorithm} {self.collective}"
+                 + (f", root={self.root}" if self.root is not None else "")
+                 + (f", op={self.op}" if self.op is not None else "")
+                 + f", dtype={self.dtype}, input={self.input}" + (f" ({self.model})" if self.model else ""))
+        out = [textfmt.wrap(title)] + ([f"{self.rows[0].numel:,} elements per rank"] if same and self.rows else [])
+        out += textfmt.table(head, rows, align="r" * (len(head) - 2) + "ll")
         out.append(f"{'ALL CHECKS PASSED' if self.ok else 'MISMATCH FOUND'}: {sum(r.ok for r in self.rows)}"
                    f"/{len(self.rows)} world sizes")
         return "\n".join(out)

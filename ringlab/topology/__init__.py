@@ -7,7 +7,7 @@
 ``link_loads(schedule, c, numel)``   bytes per link and per-step busiest link, counted from the schedule
 ``cost_of(schedule, c, nbytes)``     step-model time, busbw, line-rate ceiling, bottleneck, bytes per class
 
-Imports :mod:`ringlab.collectives` only (DESIGN.md: topology sits above collectives, below sim).
+Imports :mod:`ringlab.collectives` only (the layering: topology sits above collectives, below sim).
 """
 
 from .algorithms import (

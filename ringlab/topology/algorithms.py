@@ -110,17 +110,60 @@ def get_cluster_algorithm(collective: str, name: str) -> ClusterAlgorithm:
     return CLUSTER_ALGORITHMS[(collective, name)]
 
 
-def _rows(schedule) -> int:
-    return sum(len(st) for p in schedule.phases if isinstance(p, tuple) for st in p) + sum(
-        p.count * schedule.world_size for p in schedule.phases if not isinstance(p, tuple))
+# Flat algorithms whose steps send several chunks per rank (halving, doubling of whole halves, direct):
+# at most 2 N (N - 1) chunk transfers in all. Every other flat algorithm sends at most one chunk per rank
+# per step: at most N x steps. (tests/topology/test_topology_guards.py checks both bounds up to 600 ranks.)
+_QUADRATIC = {("all_reduce", "rabenseifner"), ("all_reduce", "direct"), ("reduce_scatter", "recursive_halving"),
+              ("all_gather", "recursive_doubling")}
+
+
+def transfers_estimate(collective: str, algorithm: str, cluster: Cluster, channels: int | None = None) -> int:
+    """Chunk transfers (rows of every step, runs expanded) of ``algorithm`` on ``cluster``, from the shape alone.
+
+    Closed forms read off the builders of :mod:`ringlab.topology.schedules` (N ranks, K nodes, G GPUs per
+    node, C channels, P = :data:`TREE_PIECES`), exact for the topology-aware algorithms:
+    ring_channels ``C N s`` with s = 2 (N - 1) steps for all_reduce, N - 1 otherwise; hierarchical
+    ``2 (G - 1) N K + 2 (K - 1) N``; sharp ``2 (G - 1) N K + 2 K (K - 1) G``; tree_chains ``4 C (N - 1) P``;
+    nvls / nvls_tree ``4 K G (G - 1) P + 4 G (K - 1) P``. For flat algorithms an upper bound: N x steps,
+    or ``2 N (N - 1)`` for those that send several chunks per rank and step. Nothing is built: this is
+    what guards refuse on. Raises ValueError for unknown names.
+    """
+    n, k, g = cluster.world_size, cluster.nodes, cluster.gpus_per_node
+    ch = default_channels(cluster) if channels is None else check_world_size(channels)
+    p = TREE_PIECES
+    if (collective, algorithm) in CLUSTER_ALGORITHMS:
+        if algorithm == "ring_channels":
+            return ch * n * (2 * (n - 1) if collective == "all_reduce" else n - 1)
+        if algorithm == "hierarchical":
+            return 2 * (g - 1) * n * k + 2 * (k - 1) * n
+        if algorithm == "sharp":
+            return 2 * (g - 1) * n * k + 2 * k * (k - 1) * g
+        if algorithm == "tree_chains":
+            return 4 * ch * (n - 1) * p
+        return 4 * k * g * (g - 1) * p + 4 * g * (k - 1) * p  # nvls, nvls_tree
+    if (collective, algorithm) not in ALGORITHMS:
+        valid = algorithms_for(collective) + cluster_algorithms_for(collective)
+        raise ValueError(f"algorithm for {collective} must be one of {', '.join(valid)}; got {algorithm!r}")
+    steps = ALGORITHMS[(collective, algorithm)].num_steps(n)
+    return max(n * steps, 2 * n * (n - 1)) if (collective, algorithm) in _QUADRATIC else n * steps
+
+
+def check_transfers(collective: str, algorithm: str, cluster: Cluster, channels: int | None = None,
+                    limit: int = MAX_ROWS) -> int:
+    """:func:`transfers_estimate`, or ValueError (with the estimate and ``limit``) when it is over ``limit``."""
+    estimate = transfers_estimate(collective, algorithm, cluster, channels)
+    if estimate > limit:
+        raise ValueError(f"{algorithm} over {cluster.world_size:,} ranks ({cluster.nodes:,} nodes) would route about "
+                         f"{estimate:,} transfers, over the limit of {limit:,}; use fewer nodes or channels")
+    return estimate
 
 
 def build_on_cluster(collective: str, algorithm: str, cluster: Cluster, channels: int | None = None):
     """The schedule of ``algorithm`` for ``collective`` on ``cluster``: a topology-aware one, or a flat one
     from :data:`ringlab.collectives.ALGORITHMS` over ``cluster.world_size`` ranks (root 0).
 
-    Raises ValueError for unknown names, an algorithm the cluster cannot run, or a schedule over
-    :data:`MAX_ROWS` transfers.
+    Raises ValueError for unknown names, an algorithm the cluster cannot run, or a schedule whose
+    :func:`transfers_estimate` is over :data:`MAX_ROWS` (checked before anything is built).
     """
     ch = default_channels(cluster) if channels is None else check_world_size(channels)
     if (collective, algorithm) in CLUSTER_ALGORITHMS:
@@ -128,18 +171,10 @@ def build_on_cluster(collective: str, algorithm: str, cluster: Cluster, channels
         why = entry.unavailable(cluster)
         if why:
             raise ValueError(f"{algorithm} on {cluster.name}: {why}")
-        n = cluster.world_size
-        if algorithm == "ring_channels" and 2 * (n - 1) * n * ch > MAX_ROWS:
-            raise ValueError(f"ring_channels over {n} ranks x {ch} channels is over {MAX_ROWS:,} transfers; "
-                             "use fewer nodes or channels")
+        check_transfers(collective, algorithm, cluster, ch)
         return entry.build(cluster, ch)
-    if (collective, algorithm) not in ALGORITHMS:
-        valid = algorithms_for(collective) + cluster_algorithms_for(collective)
-        raise ValueError(f"algorithm for {collective} must be one of {', '.join(valid)}; got {algorithm!r}")
-    sched = get_schedule(collective, algorithm, cluster.world_size)
-    if _rows(sched) > MAX_ROWS:
-        raise ValueError(f"{algorithm} over {cluster.world_size} ranks is over {MAX_ROWS:,} transfers; use fewer nodes")
-    return sched
+    check_transfers(collective, algorithm, cluster, ch)  # before building: a flat schedule holds its rows
+    return get_schedule(collective, algorithm, cluster.world_size)
 
 
 def cluster_schedules(collective: str, cluster: Cluster, channels: int | None = None,

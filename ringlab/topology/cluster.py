@@ -35,6 +35,7 @@ the spine of the scale-out fabric (taken as non-blocking).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -44,12 +45,23 @@ FABRICS = ("nvswitch", "mesh", "pcie")
 LINK_CLASSES = ("nvlink", "xgmi", "pcie", "nic")
 # Hop positions in a route: intra-node routes use the first two, inter-node routes all four.
 MAX_HOPS = 4
+MAX_RANKS = 1 << 24  # GPUs of a cluster: 16.8 M, forty times the largest built (2025)
+MAX_NICS_PER_NODE = 4096  # aws-p5 has 32 EFA devices per node
+MAX_LINKS = 1 << 24  # links in one table (~60 B each): a 4,096-GPU mesh node has 16.8 M; larger is refused
+
+
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _positive(value, name: str, integer: bool = False, allow_zero: bool = False):
     ok_type = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.number))
-    if isinstance(value, bool) or not ok_type or not (value >= 0 if allow_zero else value > 0):
-        kind = "an int" if integer else "a number"
+    if isinstance(value, bool) or not ok_type or not (value >= 0 if allow_zero else value > 0) \
+            or not (integer or _finite(value)):
+        kind = "an int" if integer else "a finite number"
         raise ValueError(f"{name} must be {kind} {'>= 0' if allow_zero else '> 0'}, got {value!r}")
     return int(value) if integer else float(value)
 
@@ -129,17 +141,23 @@ class Cluster:
     def __post_init__(self) -> None:
         _positive(self.nodes, "nodes", integer=True)
         _positive(self.gpus_per_node, "gpus_per_node", integer=True)
+        if self.nodes * self.gpus_per_node > MAX_RANKS:
+            raise ValueError(f"nodes x gpus_per_node = {self.nodes:,} x {self.gpus_per_node:,} is above {MAX_RANKS:,} "
+                             "ranks: no cluster comes near")
         if self.fabric not in FABRICS:
             raise ValueError(f"fabric must be one of {', '.join(FABRICS)}, got {self.fabric!r}")
         for name in ("gpu_bandwidth", "pcie_bandwidth"):
             _positive(getattr(self, name), name)
         for name in ("gpu_latency", "nic_latency"):
             _positive(getattr(self, name), name, allow_zero=True)
-        _positive(self.nics_per_node, "nics_per_node", integer=True, allow_zero=True)
+        if _positive(self.nics_per_node, "nics_per_node", integer=True, allow_zero=True) > MAX_NICS_PER_NODE:
+            raise ValueError(f"nics_per_node={self.nics_per_node:,} is above {MAX_NICS_PER_NODE:,}: no node has that many")
         if self.nodes > 1:
             if self.nics_per_node == 0:
                 raise ValueError(f"{self.nodes} nodes need nics_per_node >= 1")
             _positive(self.nic_gbps, "nic_gbps")
+        else:
+            _positive(self.nic_gbps, "nic_gbps", allow_zero=True)
         g, nics = self.gpus_per_node, self.nics_per_node
         if nics > g and nics % g:
             raise ValueError(f"nics_per_node={nics} above gpus_per_node={g} must be a multiple of it "
@@ -199,9 +217,18 @@ class Cluster:
         pcie = 2 * k * g
         return {"intra": 0, "pcie": intra, "nic": intra + pcie, "end": intra + pcie + 2 * k * self.ports_per_node}
 
+    @property
+    def link_count(self) -> int:
+        """Links of the cluster (closed form: no table is built): intra-node links + 2 PCIe per GPU + 2 per port."""
+        return self._layout["end"]
+
     @cached_property
     def links(self) -> LinkTable:
-        """The :class:`LinkTable` of every link (cached)."""
+        """The :class:`LinkTable` of every link (cached). Raises ValueError above :data:`MAX_LINKS` links."""
+        if self.link_count > MAX_LINKS:
+            raise ValueError(f"{self.name}: {self.nodes:,} nodes x {self.gpus_per_node:,} GPUs ({self.fabric}) have "
+                             f"{self.link_count:,} links, over the limit of {MAX_LINKS:,}; use fewer nodes or "
+                             "GPUs per node")
         k, g, ports = self.nodes, self.gpus_per_node, self.ports_per_node
         parts = []
         node = np.repeat(np.arange(k), g)

@@ -1,7 +1,8 @@
 """Cluster presets, each with its source, and custom clusters.
 
 Bandwidths are per direction. Link rates already in :data:`ringlab.collectives.cost.LINKS` (NVLink 4 / 5,
-PCIe 5.0 x16, their per-step latencies) are taken from there; NICs are given in Gb/s as sold.
+PCIe 5.0 x16, their per-step latencies) are taken from there, NVLink 3 from the A100's ``interconnect_bandwidth``
+(:mod:`ringlab.calc.hardware`); NICs are given in Gb/s as sold.
 
 ========================  ======================================================================================
 preset                    source
@@ -10,6 +11,11 @@ preset                    source
                           per GPU both ways), 8 x ConnectX-7 400 Gb/s for the compute fabric, one per GPU;
                           DGX SuperPOD H100 reference architecture: rail-optimised NDR fabric (Quantum-2,
                           SHARPv3). NVSwitch gen 3 does NVLink SHARP (NVLS).
+``dgx-a100``              NVIDIA DGX A100 datasheet / user guide: 8 x A100 SXM4 80GB, 6 NVSwitch (NVLink 3, 600 GB/s
+                          per GPU both ways), 8 single-port ConnectX-6 VPI 200 Gb/s HDR InfiniBand for the compute
+                          fabric, one per GPU (the dual-port ones are for storage; NVIDIA/nccl#812: "DGX A100 with
+                          8x 200 Gb/s"), PCIe Gen4 between GPU and NIC; DGX SuperPOD A100 reference architecture:
+                          rail-optimised HDR fabric. NVSwitch gen 2 has no NVLS.
 ``hgx-h200``              NVIDIA H200 datasheet: NVLink 900 GB/s; HGX H200 reference configurations pair each
                           GPU with one 400 Gb/s ConnectX-7 / BlueField-3 SuperNIC, rail-optimised.
 ``dgx-b200``              NVIDIA DGX B200 datasheet: 8 x B200, NVLink 5 (1.8 TB/s per GPU both ways), 8 x
@@ -36,11 +42,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import replace
 
+from ringlab.calc.hardware import HARDWARE
 from ringlab.collectives.cost import LINKS
 
 from .cluster import Cluster
 
 _NVLINK4, _NVLINK5, _PCIE5, _NET = LINKS["nvlink4"], LINKS["nvlink5"], LINKS["pcie5-x16"], LINKS["ib-ndr"]
+_A100 = HARDWARE["a100-sxm-80gb"]  # NVLink 3: its interconnect_bandwidth, 300 GB/s per direction
 _PCIE4_BW = 32e9  # PCIe 4.0 x16: 16 GT/s x 16 lanes, ~32 GB/s per direction (L40S datasheet: 64 GB/s both ways)
 
 
@@ -54,6 +62,9 @@ PRESETS: dict[str, Cluster] = {c.name: c for c in (
     _preset("dgx-h100", 8, "nvswitch", _NVLINK4.bandwidth, _NVLINK4.alpha, 8, 400,
             "NVIDIA DGX H100 datasheet (8x H100 SXM, NVLink 4 900 GB/s, 8x ConnectX-7 400 Gb/s); "
             "DGX SuperPOD H100 reference architecture (rail-optimised NDR, SHARPv3)", nvls=True, sharp=True),
+    _preset("dgx-a100", 8, "nvswitch", _A100.interconnect_bandwidth, _NVLINK4.alpha, 8, 200,
+            "NVIDIA DGX A100 datasheet / user guide (8x A100 SXM4 80GB, NVLink 3 600 GB/s, 8x ConnectX-6 HDR "
+            "200 Gb/s for compute); DGX SuperPOD A100 reference architecture (rail-optimised HDR)", pcie_bw=_PCIE4_BW),
     _preset("hgx-h200", 8, "nvswitch", _NVLINK4.bandwidth, _NVLINK4.alpha, 8, 400,
             "NVIDIA H200 datasheet (NVLink 900 GB/s); HGX H200 reference configuration: one 400 Gb/s "
             "ConnectX-7 / BlueField-3 per GPU, rail-optimised", nvls=True),
@@ -75,11 +86,16 @@ PRESETS: dict[str, Cluster] = {c.name: c for c in (
 
 
 def get_cluster(name: str, nodes: int = 1) -> Cluster:
-    """The preset ``name`` with ``nodes`` nodes. Raises ValueError naming the presets (and close matches)."""
+    """The preset ``name`` with ``nodes`` nodes. Raises ValueError naming the presets (and close matches);
+    for ``"custom"``, saying that a custom cluster is built from its numbers (:func:`custom_cluster`)."""
+    if name == "custom":
+        raise ValueError("topology 'custom' is not a preset: it is built from its numbers, with custom_cluster(...) "
+                         "or 'ringlab cost --topology custom --gpus-per-node G --gpu-gbs B'; here give a preset: "
+                         + ", ".join(PRESETS))
     if not isinstance(name, str) or name not in PRESETS:
         close = difflib.get_close_matches(str(name), PRESETS, n=2)
         hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-        raise ValueError(f"unknown topology {name!r}{hint}; presets: {', '.join(PRESETS)}, or custom")
+        raise ValueError(f"unknown topology {name!r}{hint}; presets: {', '.join(PRESETS)}")
     return replace(PRESETS[name], nodes=nodes)
 
 

@@ -95,11 +95,24 @@ class ClusterCost:
         return dict(self.__dict__)
 
 
+LOAD_MAX = 2**53  # bytes: link loads are float64 sums of whole bytes, exact up to here (about 9 PB)
+
+
 def cost_of(schedule, cluster: Cluster, message_bytes: int, protocol: str | None = None) -> ClusterCost:
-    """:class:`ClusterCost` of ``schedule`` on ``cluster`` for S = ``message_bytes`` (nccl-tests' S)."""
+    """:class:`ClusterCost` of ``schedule`` on ``cluster`` for S = ``message_bytes`` (nccl-tests' S).
+
+    Raises ValueError when the run could move more than :data:`LOAD_MAX` bytes (2**53), beyond which
+    the per-link counts would no longer be exact."""
     message_bytes = int(message_bytes)
     if message_bytes < 0:
         raise ValueError(f"message_bytes must be >= 0, got {message_bytes}")
+    # Each transfer moves at most ceil(S / chunks) bytes per chunk, so this bounds the bytes of the whole
+    # run and of any one link; link loads are float64 sums of whole bytes, exact up to 2**53.
+    moved = int(schedule.bytes_sent(schedule.num_chunks, 1).sum()) * -(-message_bytes // schedule.num_chunks)
+    if moved > LOAD_MAX:
+        raise ValueError(f"message_bytes={message_bytes:,}: {schedule.algorithm} over {schedule.world_size:,} ranks "
+                         f"may move up to {moved:,} B, above {LOAD_MAX:,} B (2**53), the most a link's byte "
+                         "count holds exactly; use a smaller size")
     loads = link_loads(schedule, cluster, message_bytes, 1)
     seconds = step_model_seconds(loads, protocol)
     bound, link = line_rate_seconds(cluster, loads.bytes, protocol)

@@ -33,6 +33,16 @@ def route_bytes(cluster: Cluster, src, dst, nbytes, chunk=None, merge=None) -> t
     Returns ``(per_link, latency)``: int64 ``(len(cluster.links),)`` and float64 ``(k,)`` seconds
     (``gpu_latency`` inside a node, ``nic_latency`` between nodes).
     """
+    ids, weight, latency = route_sparse(cluster, src, dst, nbytes, chunk, merge)
+    per_link = np.zeros(cluster.link_count, dtype=np.int64)
+    per_link[ids] = weight
+    return per_link, latency
+
+
+def route_sparse(cluster: Cluster, src, dst, nbytes, chunk=None, merge=None) -> tuple[np.ndarray, np.ndarray,
+                                                                                      np.ndarray]:
+    """:func:`route_bytes` for the links the transfers touch only: ``(link ids, bytes, latency)``, ids sorted and
+    distinct, so the work is O(k log k) whatever the number of links (a 1,024-GPU mesh has a million)."""
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     nbytes = np.asarray(nbytes, dtype=np.int64)
     hops, switch_at = cluster.route(src, dst)
@@ -52,11 +62,11 @@ def route_bytes(cluster: Cluster, src, dst, nbytes, chunk=None, merge=None) -> t
             past = position >= switch_at[sel, None] if after else position < switch_at[sel, None]
             weight[sel] = np.where(past, 0, weight[sel])
     valid = hops >= 0
-    links = cluster.links
-    per_link = np.bincount(hops[valid], weight[valid].astype(np.float64), minlength=len(links))
+    ids, where = np.unique(hops[valid], return_inverse=True)
+    per_link = np.bincount(where.ravel(), weight[valid].astype(np.float64), minlength=len(ids))
     g = cluster.gpus_per_node
     latency = np.where(src // g == dst // g, cluster.gpu_latency, cluster.nic_latency)
-    return np.rint(per_link).astype(np.int64), latency
+    return ids, np.rint(per_link).astype(np.int64), latency
 
 
 def _merge_rows(schedule: Schedule, s: int, step) -> np.ndarray | None:
@@ -85,13 +95,18 @@ class LinkLoads:
 
 
 class _Accumulator:
+    """Sums a run's bytes per link and, per step, the busiest link. A step's loads are kept sparse (the links
+    it touches), so the work per step follows its transfers, not the cluster's link count."""
+
+    _SLICE = 1 << 20  # transfers routed at once: bounds the route tables of a huge step
+
     def __init__(self, cluster: Cluster, num_steps: int):
         self.cluster = cluster
-        self.total = np.zeros(len(cluster.links), dtype=np.int64)
+        self.total = np.zeros(cluster.link_count, dtype=np.int64)
         self.seconds, self.latency = np.zeros(num_steps), np.zeros(num_steps)
         self.bottleneck = np.full(num_steps, -1, dtype=np.int64)
         self.moved = self.inter = 0
-        self._step, self._load = None, np.zeros(len(cluster.links), dtype=np.int64)
+        self._step, self._parts = None, []
 
     def add(self, s: int, src, dst, nbytes, chunk=None, merge=None) -> None:
         if s != self._step:
@@ -100,9 +115,15 @@ class _Accumulator:
         src, dst, nbytes = (np.asarray(a, dtype=np.int64) for a in (src, dst, nbytes))
         if not src.size:
             return
-        load, lat = route_bytes(self.cluster, src, dst, nbytes, chunk, merge)
-        self._load += load
-        self.latency[s] = max(self.latency[s], float(lat.max(initial=0.0)))
+        merging = merge is not None and (np.asarray(merge) != NO_MERGE).any()
+        step = len(src) if merging else self._SLICE  # a switch merge groups rows across the whole step
+        for a in range(0, len(src), step):
+            part = slice(a, a + step)
+            ids, load, lat = route_sparse(self.cluster, src[part], dst[part], nbytes[part],
+                                          None if chunk is None else np.asarray(chunk)[part],
+                                          None if merge is None else np.asarray(merge)[part])
+            self._parts.append((ids, load))
+            self.latency[s] = max(self.latency[s], float(lat.max(initial=0.0)))
         g = self.cluster.gpus_per_node
         self.moved += int(nbytes.sum())
         self.inter += int(nbytes[src // g != dst // g].sum())
@@ -110,12 +131,19 @@ class _Accumulator:
     def flush(self) -> None:
         if self._step is None:
             return
-        if self._load.any():
-            t = self._load / self.cluster.links.bandwidth
-            self.bottleneck[self._step] = int(np.argmax(t))
-            self.seconds[self._step] = float(t.max())
-        self.total += self._load
-        self._load[:] = 0
+        if self._parts:
+            ids = np.concatenate([p[0] for p in self._parts])
+            load = np.concatenate([p[1] for p in self._parts])
+            if len(self._parts) > 1:
+                ids, where = np.unique(ids, return_inverse=True)
+                load = np.bincount(where.ravel(), load.astype(np.float64), minlength=len(ids)).round().astype(np.int64)
+            if load.any():
+                t = load / self.cluster.links.bandwidth[ids]
+                busiest = int(np.argmax(t))
+                self.bottleneck[self._step] = int(ids[busiest])
+                self.seconds[self._step] = float(t[busiest])
+            self.total[ids] += load
+        self._parts = []
         self._step = None
 
     def loads(self) -> LinkLoads:

@@ -11,9 +11,20 @@ import math
 import numpy as np
 
 from ringlab.collectives import algorithms_for
-from ringlab.collectives.cost import LINKS, alpha_beta_time, cost_table, crossover, get_link
+from ringlab.collectives.cost import (
+    LINKS,
+    NETWORK_LINKS,
+    alpha_beta_time,
+    cost_table,
+    crossover,
+    get_link,
+    single_gpu_hosts,
+)
 
-from ._mpl import pyplot, show, widgets
+from ._controls import dropdown, int_slider, selection_slider
+from ._controls import image as explorer_image
+from ._mpl import Canvas, pyplot, show, widgets
+from ._redraw import clear_plotted
 
 # The explorer's default comparison: NCCL's two all-reduce algorithms and MPICH's two halving-doubling ones.
 RING_TREE_HD = ("ring", "double_binary_tree", "recursive_doubling", "rabenseifner")
@@ -22,7 +33,8 @@ RING_TREE_HD = ("ring", "double_binary_tree", "recursive_doubling", "rabenseifne
 _LABEL_GAP_DECADES = 0.3
 
 
-NVLINK_DOMAIN_GPUS = 8  # GPUs per NVLink domain on HGX/DGX H100 (NVIDIA DGX H100 user guide); GB200 NVL72 has 72
+# GPUs per NVLink domain: an HGX/DGX H100 node (NVIDIA DGX H100 user guide), a GB200 NVL72 rack (NVIDIA GB200 NVL72)
+NVLINK_DOMAIN_GPUS = {"nvlink4": 8, "nvlink5": 72}
 
 
 def label_levels(positions, gap_decades: float = _LABEL_GAP_DECADES) -> list[int]:
@@ -40,7 +52,7 @@ def label_levels(positions, gap_decades: float = _LABEL_GAP_DECADES) -> list[int
     return levels
 
 
-def plot_collective_times(collective: str = "all_reduce", fabric="nvlink4", world_size: int = 64,
+def plot_collective_times(collective: str = "all_reduce", fabric="nvlink4", world_size: int = 8,
                           algorithms=None, sizes=None, gamma: float = 0.0, ax=None):
     """Log-log plot of :func:`ringlab.collectives.cost.alpha_beta_time` against message size (bytes).
 
@@ -75,11 +87,12 @@ def plot_collective_times(collective: str = "all_reduce", fabric="nvlink4", worl
                     fontsize=7, color="dimgrey", va="bottom", ha="left" if level % 2 else "right")
     ax.set_xlabel("message size S (bytes, nccl-tests definition)")
     ax.set_ylabel("alpha-beta time (s)")
-    hypothetical = link.name.startswith("nvlink") and world_size > NVLINK_DOMAIN_GPUS
+    domain = NVLINK_DOMAIN_GPUS.get(link.name)
+    hypothetical = domain is not None and world_size > domain
     ax.set_title(f"{collective}, N={world_size}, {link.name} "
                  f"(alpha={link.alpha * 1e6:g} us, {link.bandwidth / 1e9:g} GB/s per direction)"
-                 + (f"\nhypothetical: {world_size} GPUs in one NVLink domain (an HGX H100 node has "
-                    f"{NVLINK_DOMAIN_GPUS})" if hypothetical else ""), fontsize=9)
+                 + (f"\nhypothetical: {world_size} GPUs in one {link.name} domain (it holds "
+                    f"{domain})" if hypothetical else ""), fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     return fig
@@ -110,14 +123,22 @@ def _caption(rows: list[dict], message_bytes: int) -> str:
             f"<th>time (us)</th></tr>{cells}</table>")
 
 
-def collectives_explorer(collective: str = "all_reduce", algorithms=RING_TREE_HD, world_size: int = 64,
+def _framed(fabric):
+    """A network preset as the hosts with one GPU each that the flat model describes; other fabrics as given."""
+    return single_gpu_hosts(fabric) if fabric in NETWORK_LINKS else fabric
+
+
+def collectives_explorer(collective: str = "all_reduce", algorithms=RING_TREE_HD, world_size: int = 8,
                          message_bytes: int = 2**26, fabric: str = "nvlink4", max_world_size: int = 512):
     """Widget: ring vs tree vs halving-doubling time against message size, for a chosen fabric and N.
 
     Controls: ``world_size`` (IntSlider 2..max_world_size), ``message`` (powers of two, 1 KiB..16 GiB;
     marked on the plot with a solid line) and ``fabric`` (a :data:`~ringlab.collectives.cost.LINKS`
-    preset). Below them: a table of each algorithm's steps, busiest-rank bytes and time at that
-    message, fastest first, and the plot as PNG in an ``ipywidgets.Image``. Returns an
+    preset). A network preset (``ib-ndr``, ``ib-xdr``) is timed as hosts with one GPU each
+    (:func:`~ringlab.collectives.cost.single_gpu_hosts`, named so in the plot's title): the machine the
+    flat model describes at any N; an NVLink preset past its domain is titled hypothetical. It opens
+    on 8 ranks, one NVLink 4 domain. Below them: a table of each algorithm's steps, busiest-rank bytes
+    and time at that message, fastest first, and the plot as PNG in an ``ipywidgets.Image``. Returns an
     ``ipywidgets.VBox``; the callback only sets widget values (printing from it would break nbval).
     Raises ValueError for unknown names (from the cost model) or a message size not a power of two
     in range.
@@ -128,18 +149,26 @@ def collectives_explorer(collective: str = "all_reduce", algorithms=RING_TREE_HD
         raise ValueError(f"message_bytes must be a power of two from 2**10 to 2**34, got {message_bytes}")
     get_link(fabric)
     algorithms = tuple(algorithms)
-    explorer_rows(collective, algorithms, world_size, message_bytes, fabric)  # name errors before any widget
-    n_slider = w.IntSlider(value=world_size, min=2, max=max_world_size, description="world_size")
-    m_slider = w.SelectionSlider(options=options, value=message_bytes, description="message")
-    fabric_menu = w.Dropdown(options=list(LINKS), value=fabric, description="fabric")
+    explorer_rows(collective, algorithms, world_size, message_bytes, _framed(fabric))  # name errors before widgets
+    n_slider = int_slider("world_size", world_size, 2, max_world_size, width="420px")
+    m_slider = selection_slider("message", options, message_bytes, "message_bytes", width="420px")
+    fabric_menu = dropdown("fabric", list(LINKS), fabric)
     caption = w.HTML()
-    image = w.Image(format="png")
+    image = explorer_image()
+
+    canvas = Canvas(7, 4.5)  # one figure, redrawn in place (see ._redraw)
+    ax = canvas.fig.add_subplot()
+    drawn = {}  # the curves' (N, fabric), and the line marking the message size
 
     def render(*_):
         n, m, f = n_slider.value, m_slider.value, fabric_menu.value
-        fig = plot_collective_times(collective, f, n, algorithms)
-        fig.axes[0].axvline(m, color="black", linewidth=1)
-        show(image, caption, fig, _caption(explorer_rows(collective, algorithms, n, m, f), m))
+        f = _framed(f)
+        if drawn.get("curves") != (n, f):  # the message size only moves its line
+            clear_plotted(ax)
+            plot_collective_times(collective, f, n, algorithms, ax=ax)
+            drawn["curves"], drawn["message"] = (n, f), ax.axvline(m, color="black", linewidth=1)
+        drawn["message"].set_xdata([m, m])
+        show(image, caption, canvas, _caption(explorer_rows(collective, algorithms, n, m, f), m))
 
     for control in (n_slider, m_slider, fabric_menu):
         control.observe(render, names="value")

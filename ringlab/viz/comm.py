@@ -18,7 +18,10 @@ from ringlab.calc.units import positive_int
 from ringlab.topology import PRESETS, get_cluster
 from ringlab.topology.timing import group_cluster
 
-from ._mpl import pyplot, show, widgets
+from ._controls import dropdown, selection_slider
+from ._controls import image as explorer_image
+from ._mpl import Canvas, pyplot, show, widgets
+from ._redraw import clear_plotted
 
 STRATEGIES = ("ddp", "zero1", "zero2", "fsdp_shard_grad_op", "fsdp_full_shard", "hybrid_shard")
 GPUS_PER_NODE = 8  # hybrid_shard's shard group, and where a flat ring starts crossing nodes
@@ -54,10 +57,16 @@ def traffic_curves(model=P2_PARAMS, strategies=STRATEGIES, world_sizes=WORLD_SIZ
                         dtype=np.int64) for s in strategies}
 
 
+GIB_LABEL = "GiB (2^30 B)"
+
+
 def gib_axis(ax, log: bool = False):
-    """Right-hand axis in GiB mirroring a left-hand axis in GB."""
-    sec = ax.secondary_yaxis("right", functions=(lambda gb: gb * GB / GiB, lambda gib: gib * GiB / GB))
-    sec.set_ylabel("GiB (2^30 B)")
+    """Right-hand axis in GiB mirroring a left-hand axis in GB; the one ``ax`` has already, when an explorer
+    redraws on the same axes (a new one would stack on it and build its ticks again)."""
+    sec = next((c for c in ax.child_axes if c.get_ylabel() == GIB_LABEL), None)
+    if sec is None:
+        sec = ax.secondary_yaxis("right", functions=(lambda gb: gb * GB / GiB, lambda gib: gib * GiB / GB))
+        sec.set_ylabel(GIB_LABEL)
     if log:
         sec.set_yscale("log")
     return sec
@@ -190,12 +199,20 @@ def describe_comm(model, strategy: str, world_size: int, topology: str = "dgx-h1
 def draw_comm(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size: int = 64, dtype: str = "bf16"):
     """Two panels: traffic per rank against N (``strategy`` highlighted, ``world_size`` circled) and
     per-GPU memory of every strategy at ``world_size``. Returns the figure."""
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9))
+    fig, (left, right) = _comm_axes(pyplot().figure(figsize=(10.8, 3.9)))
+    _draw_comm_on(left, right, model, strategy, world_size, dtype)
+    return fig
+
+
+def _comm_axes(fig):
+    """The two panels of :func:`draw_comm` at fixed margins (an explorer redraws them without a layout pass)."""
+    grid = fig.add_gridspec(1, 2, left=0.07, right=0.94, bottom=0.15, top=0.92, wspace=0.32)
+    return fig, (fig.add_subplot(grid[0]), fig.add_subplot(grid[1]))
+
+
+def _draw_comm_on(left, right, model, strategy: str, world_size: int, dtype: str = "bf16") -> None:
     plot_traffic_vs_world_size(model, dtype=dtype, highlight=strategy, mark=world_size, ax=left)
     plot_memory_per_gpu(model, world_size, dtype=dtype, highlight=strategy, ax=right)
-    fig.tight_layout()
-    return fig
 
 
 def comm_explorer(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size: int = 64,
@@ -207,18 +224,29 @@ def comm_explorer(model=P2_PARAMS, strategy: str = "fsdp_full_shard", world_size
     combination the controls offer is valid (hybrid_shard uses ``min(8, world_size)`` GPUs per node).
     """
     w = widgets()
-    models = [("7e9 params (P2)", P2_PARAMS)] + [(name, name) for name in MODELS]
-    model_dd = w.Dropdown(options=models, value=model, description="model")
-    strategy_dd = w.Dropdown(options=STRATEGIES, value=strategy, description="strategy")
-    size_slider = w.SelectionSlider(options=WORLD_SIZES, value=world_size, description="world_size")
-    topology_dd = w.Dropdown(options=TOPOLOGIES, value=topology, description="cluster")
+    models = [("7e9 params (card 04)", P2_PARAMS)] + [(name, name) for name in MODELS]
+    model_dd = dropdown("model", models, model)
+    strategy_dd = dropdown("strategy", STRATEGIES, strategy)
+    size_slider = selection_slider("world_size", WORLD_SIZES, world_size)
+    topology_dd = dropdown("cluster", TOPOLOGIES, topology, "topology")
     caption = w.HTML()
-    image = w.Image(format="png")
+    image = explorer_image()
     controls = (model_dd, strategy_dd, size_slider, topology_dd)
 
+    canvas = Canvas(10.8, 3.9)  # one figure, redrawn in place (see ._redraw)
+    _, (left, right) = _comm_axes(canvas.fig)
+    drawn = []  # the figure's arguments: the cluster changes the caption's time only
+
     def render(*_):
-        show(image, caption, draw_comm(model_dd.value, strategy_dd.value, size_slider.value),
-             describe_comm(model_dd.value, strategy_dd.value, size_slider.value, topology_dd.value))
+        text = describe_comm(model_dd.value, strategy_dd.value, size_slider.value, topology_dd.value)
+        args = (model_dd.value, strategy_dd.value, size_slider.value)
+        if drawn == [args]:
+            caption.value = text
+            return
+        drawn[:] = [args]
+        clear_plotted(left, right)
+        _draw_comm_on(left, right, *args)
+        show(image, caption, canvas, text)
 
     for control in controls:
         control.observe(render, names="value")

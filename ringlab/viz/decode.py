@@ -2,7 +2,7 @@
 the circulating wrong model drawn beside the right one; plus a widget to explore them.
 
 Numbers come from :func:`ringlab.calc.decode_step` (weights read once per step, KV of every
-sequence, roofline of the whole step: PROBLEMS.md P8), :func:`ringlab.calc.max_batch_for_sla`
+sequence, roofline of the whole step, card 07), :func:`ringlab.calc.max_batch_for_sla`
 and, for the wrong model only, :func:`ringlab.calc.naive_linear_decode_time`.
 """
 
@@ -16,7 +16,10 @@ from ringlab.calc import (
     HARDWARE, MODELS, decode_step, get_hardware, get_model, max_batch_for_sla, naive_linear_decode_time,
 )
 
-from ._mpl import pyplot, show, widgets
+from ._controls import dropdown, float_slider, selection_slider
+from ._controls import image as explorer_image
+from ._mpl import Canvas, pyplot, show, widgets
+from ._redraw import clear_plotted
 
 WRONG_LABEL = "circulating (wrong): batch x step(1), weights read per sequence"
 
@@ -27,7 +30,7 @@ def default_batch_sizes(max_batch: int = 2048) -> np.ndarray:
 
 
 def plot_decode(model="llama-2-7b", hardware="a100-sxm-80gb", context_len: int = 4096, tpot_s: float = 0.05,
-                batch_sizes=None, dtype: str = "bf16", kv_dtype: str | None = None, tp: int = 1):
+                batch_sizes=None, dtype: str = "bf16", kv_dtype: str | None = None, tp: int = 1, axes=None):
     """Two panels against batch size (log axis): decode step time (ms, log) and tokens/s.
 
     Left: the step time of :func:`~ringlab.calc.decode_step` with its two roofs (memory time =
@@ -37,8 +40,9 @@ def plot_decode(model="llama-2-7b", hardware="a100-sxm-80gb", context_len: int =
     ceiling peak / FLOPs per token. Both: batches whose weights + KV exceed 90 % of the
     datasheet memory are shaded (the memory wall) and the answer of
     :func:`~ringlab.calc.max_batch_for_sla` is starred. Arguments as ``decode_step``;
-    ``batch_sizes`` default :func:`default_batch_sizes`. Returns the Figure; raises the
-    calculators' ValueError/TypeError for bad arguments.
+    ``batch_sizes`` default :func:`default_batch_sizes`. ``axes``: the two axes to draw on (an
+    explorer's, emptied by the caller), a new 10.8 x 6 in figure otherwise. Returns the Figure; raises
+    the calculators' ValueError/TypeError for bad arguments.
     """
     plt = pyplot()
     batch = default_batch_sizes() if batch_sizes is None else np.asarray(batch_sizes, dtype=np.int64)
@@ -47,7 +51,8 @@ def plot_decode(model="llama-2-7b", hardware="a100-sxm-80gb", context_len: int =
     sla = max_batch_for_sla(model, hardware, context_len, tpot_s, dtype, kv_dtype, tp)
     wall = sla.memory_limit + 0.5  # first batch that does not fit is memory_limit + 1
 
-    fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(11, 5.4))
+    ax_t, ax_r = axes if axes is not None else decode_axes(plt.figure(figsize=(10.8, 6.0)))
+    fig = ax_t.figure
     ms = 1e3
     ax_t.loglog(batch, right.step_time_s * ms, color="black", lw=2.2, label="step time (right model)")
     ax_t.loglog(batch, right.memory_time_s * ms, color="#1f77b4", lw=1, ls="--", label="memory roof: bytes / HBM BW")
@@ -85,12 +90,18 @@ def plot_decode(model="llama-2-7b", hardware="a100-sxm-80gb", context_len: int =
         ax.set_xlabel("batch size (sequences decoding together)")
         ax.grid(True, which="major", alpha=0.3)
         # below the axes: inside, the legend covered the lines it names
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     tp_text = f", tp={tp}" if tp > 1 else ""
     fig.suptitle(f"{get_model(model).name} on {right.hardware}{tp_text}, {context_len:,} tokens of context per "
                  f"sequence, weights {right.dtype}, KV {right.kv_dtype}, dense peak", fontsize=10)
-    fig.tight_layout()
     return fig
+
+
+def decode_axes(fig) -> tuple:
+    """:func:`plot_decode`'s two panels on ``fig`` (10.8 x 6 in), at fixed margins that leave room below
+    each for its legend of up to 6 lines (no layout pass: an explorer redraws them quickly)."""
+    grid = fig.add_gridspec(1, 2, left=0.065, right=0.985, bottom=0.32, top=0.93, wspace=0.17)
+    return fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
 
 
 def naive_max_batch(model, hardware, context_len: int, tpot_s: float, dtype: str = "bf16",
@@ -117,13 +128,15 @@ def decode_explorer(model: str = "llama-2-7b", hardware: str = "a100-sxm-80gb", 
     """
     w = widgets()
     chips = [n for n, hw in HARDWARE.items() if hw.tflops_bf16 and hw.interconnect_bandwidth]
-    model_dd = w.Dropdown(options=list(MODELS), value=model, description="model")
-    hw_dd = w.Dropdown(options=chips, value=hardware, description="hardware")
-    context = w.SelectionSlider(options=[2**i for i in range(7, 18)], value=context_len, description="context")
-    sla = w.FloatSlider(value=sla_ms, min=5, max=200, step=1, description="SLA (ms)")
-    tp_dd = w.Dropdown(options=_tp_options(model), value=1, description="tp")
+    model_dd = dropdown("model", list(MODELS), model)
+    hw_dd = dropdown("hardware", chips, hardware)
+    context = selection_slider("context", [2**i for i in range(7, 18)], context_len, "context_len")
+    sla = float_slider("SLA (ms)", sla_ms, 5, 200, 1, "sla_ms")
+    tp_dd = dropdown("tp", _tp_options(model), 1)
     caption = w.HTML()
-    image = w.Image(format="png")
+    image = explorer_image()
+    canvas = Canvas(10.8, 6.0)  # one figure, redrawn in place (see ._redraw)
+    axes = decode_axes(canvas.fig)
 
     updating = []  # non-empty while the model callback rewrites tp's options (which fires tp's callback)
 
@@ -134,7 +147,9 @@ def decode_explorer(model: str = "llama-2-7b", hardware: str = "a100-sxm-80gb", 
         args = (model_dd.value, hw_dd.value, context.value)
         res = max_batch_for_sla(*args, tpot, tp=tp_dd.value)
         naive = naive_max_batch(*args, tpot, tp=tp_dd.value)
-        show(image, caption, plot_decode(*args, tpot, tp=tp_dd.value),
+        clear_plotted(*axes)
+        plot_decode(*args, tpot, tp=tp_dd.value, axes=axes)
+        show(image, caption, canvas,
              f"<code>largest batch: {res.batch_size} (bound by {res.bound_by}: latency allows "
              f"{res.latency_limit}, memory allows {res.memory_limit}); the circulating model would "
              f"allow {min(naive, res.memory_limit)}</code>")

@@ -163,14 +163,16 @@ def gpumon_explorer(path_or_rows: str | os.PathLike | Iterable[Row]):
     Returns an ``ipywidgets.VBox`` (two dropdowns, an HTML line, an ``Image`` with the PNG). The
     callback only sets widget values (no printing: under nbval output from a callback breaks the cell).
     """
+    from ._controls import dropdown
+    from ._controls import image as explorer_image
     from ._mpl import show, widgets
 
     w = widgets()
     rows = read_log(path_or_rows) if isinstance(path_or_rows, (str, os.PathLike)) else list(path_or_rows)
-    gpu = w.Dropdown(options=["all", *gpumon_labels(rows)], value="all", description="GPU")
-    metric = w.Dropdown(options=list(EXPLORER_METRICS), value=next(iter(EXPLORER_METRICS)), description="metric")
+    gpu = dropdown("GPU", ["all", *gpumon_labels(rows)], "all")
+    metric = dropdown("metric", list(EXPLORER_METRICS), next(iter(EXPLORER_METRICS)))
     caption = w.HTML()
-    image = w.Image(format="png")
+    image = explorer_image()
 
     def render(*_):
         chosen = [r for r in rows if gpu.value == "all" or f"GPU {r.index} {r.name}".rstrip() == gpu.value]

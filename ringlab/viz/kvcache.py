@@ -15,9 +15,12 @@ import numpy as np
 from ringlab.calc import (
     GB, HARDWARE, MODELS, dtype_bytes, format_bytes, get_model, kv_cache_bytes, kv_cache_bytes_per_token,
 )
-from ringlab.calc.kvcache import kv_cache_by_layer_kind
+from ringlab.calc.kvcache import attention_heads_per_rank, kv_cache_by_layer_kind
 
-from ._mpl import pyplot, show, widgets
+from ._controls import dropdown, int_slider, selection_slider
+from ._controls import image as explorer_image
+from ._mpl import Canvas, pyplot, show, widgets
+from ._redraw import clear_plotted
 from .comm import gib_axis
 
 MODELS_SHOWN = ("llama-2-7b", "llama-2-70b", "llama-3-8b", "falcon-7b", "mistral-7b", "deepseek-v3")
@@ -76,13 +79,19 @@ def crossover_tokens(model, batch_size: int = 1, dtype: str = "fp16", weight_dty
 
 
 def tp_choices(model, candidates=(1, 2, 4, 8, 16)) -> tuple[int, ...]:
-    """The ``candidates`` TP degrees that divide, or are multiples of, the KV heads of every attention
-    layer (the split :func:`ringlab.calc.kv_heads_per_rank` accepts; every degree for MLA, whose latent
-    is not split)."""
+    """The ``candidates`` TP degrees :func:`ringlab.calc.kvcache.attention_heads_per_rank` accepts: they
+    divide the query heads and divide, or are multiples of, the KV heads of every attention layer (no
+    KV-head condition for MLA, whose latent is not split)."""
     m = get_model(model)
-    counts = {layer.kv_heads for layer in m.layers if layer.caches_kv and layer.mixer != "mla"}
-    return tuple(tp for tp in candidates
-                 if all(kv % tp == 0 if tp <= kv else tp % kv == 0 for kv in counts))
+
+    def fits(tp: int) -> bool:
+        try:
+            attention_heads_per_rank(m, tp)
+        except ValueError:
+            return False
+        return True
+
+    return tuple(tp for tp in candidates if fits(tp))
 
 
 def _tokens_text(tokens: int) -> str:
@@ -217,13 +226,21 @@ def describe_kv(model, dtype: str = "fp16", tokens: int = 4096, batch_size: int 
 def draw_kv(model="llama-2-70b", dtype: str = "fp16", tokens: int = 4096, batch_size: int = 32, tp: int = 1):
     """Two panels: this model's KV cache against context with the weights crossover (``tokens`` marked),
     and the one-GPU budget bar. Returns the figure."""
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 1]})
+    fig, (left, right) = _kv_axes(pyplot().figure(figsize=(10.8, 4.2)))
+    _draw_kv_on(left, right, model, dtype, tokens, batch_size, tp)
+    return fig
+
+
+def _kv_axes(fig):
+    """The two panels of :func:`draw_kv` at fixed margins (an explorer redraws them without a layout pass)."""
+    grid = fig.add_gridspec(1, 2, width_ratios=[3, 1], left=0.075, right=0.94, bottom=0.12, top=0.87, wspace=0.38)
+    return fig, (fig.add_subplot(grid[0]), fig.add_subplot(grid[1]))
+
+
+def _draw_kv_on(left, right, model, dtype: str, tokens: int, batch_size: int, tp: int) -> None:
     plot_kv_vs_context([model], batch_size, dtype, tp=tp, mark=tokens, ax=left)
     left.legend(fontsize=7, loc="lower right")  # one rising line leaves the lower right empty
     plot_gpu_budget(model, tokens, batch_size, dtype, tp, ax=right)
-    fig.tight_layout()
-    return fig
 
 
 def kv_explorer(model: str = "llama-2-70b", dtype: str = "fp16", tokens: int = 4096, batch_size: int = 32,
@@ -235,22 +252,27 @@ def kv_explorer(model: str = "llama-2-70b", dtype: str = "fp16", tokens: int = 4
     every combination the controls offer is valid.
     """
     w = widgets()
-    model_dd = w.Dropdown(options=list(MODELS), value=model, description="model")
-    dtype_dd = w.Dropdown(options=KV_DTYPES, value=dtype, description="dtype")
-    ctx_slider = w.SelectionSlider(options=CONTEXTS, value=tokens, description="context")
-    batch_slider = w.IntSlider(value=batch_size, min=1, max=256, description="batch")
-    tp_dd = w.Dropdown(options=tp_choices(model), value=tp, description="TP")
+    model_dd = dropdown("model", list(MODELS), model)
+    dtype_dd = dropdown("dtype", KV_DTYPES, dtype)
+    ctx_slider = selection_slider("context", CONTEXTS, tokens, "tokens")
+    batch_slider = int_slider("batch", batch_size, 1, 256, name="batch_size")
+    tp_dd = dropdown("TP", tp_choices(model), tp, "tp")
     caption = w.HTML()
-    image = w.Image(format="png")
+    image = explorer_image()
     controls = (model_dd, dtype_dd, ctx_slider, batch_slider, tp_dd)
 
     updating = []  # non-empty while the TP choices are being replaced
+
+    canvas = Canvas(10.8, 4.2)  # one figure, redrawn in place (see ._redraw)
+    _, (left, right) = _kv_axes(canvas.fig)
 
     def render(*_):
         if updating:
             return
         args = (model_dd.value, dtype_dd.value, ctx_slider.value, batch_slider.value, tp_dd.value)
-        show(image, caption, draw_kv(*args), describe_kv(*args))
+        clear_plotted(left, right)
+        _draw_kv_on(left, right, *args)
+        show(image, caption, canvas, describe_kv(*args))
 
     def new_model(change):
         choices = tp_choices(change["new"])

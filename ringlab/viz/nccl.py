@@ -13,7 +13,9 @@ import os
 
 from ringlab.nccl import ParseError, explain_texts
 
-from ._mpl import png_bytes, pyplot, show, widgets
+from ._controls import STYLE
+from ._controls import image as explorer_image
+from ._mpl import pyplot, show, widgets
 
 
 def plot_busbw(reports, ax=None, title: str = "busbw against message size"):
@@ -83,12 +85,12 @@ def explain_explorer(examples: dict[str, str] | None = None, text: str = "", sou
         raise ValueError("examples must map labels to the text of a run (str)")
     start = text or next(iter(examples.values()), "")
     picker = w.Dropdown(options=list(examples) or ["(none)"], description="example", disabled=not examples,
-                        layout=w.Layout(width="60%"))
+                        layout=w.Layout(width="60%"), style=STYLE)
     box = w.Textarea(value=start, placeholder="paste all_reduce_perf output and/or NCCL_DEBUG=INFO lines here",
                      layout=w.Layout(width="100%", height="12em"))
     button = w.Button(description="explain", button_style="primary")
     report = w.HTML()
-    image = w.Image(format="png")
+    image = explorer_image()
 
     def render(*_):
         named = box.value == examples.get(picker.value)  # an example as picked, not edited: its name

@@ -13,7 +13,10 @@ import numpy as np
 from ringlab.calc import bubble_fraction, peak_in_flight, pipeline_schedule
 from ringlab.calc.pipeline import BACKWARD, FORWARD, IDLE, SCHEDULES, WEIGHT
 
-from ._mpl import pyplot, show, widgets
+from ._controls import dropdown, int_slider
+from ._controls import image as explorer_image
+from ._mpl import Canvas, pyplot, show, widgets
+from ._redraw import clear_plotted
 
 COLOURS = {FORWARD: "#4c78a8", BACKWARD: "#f58518", WEIGHT: "#54a24b"}
 IDLE_COLOUR = "#fde2e2"
@@ -49,7 +52,7 @@ def closed_form_text(stages: int, microbatches: int, schedule: str, virtual_stag
 
 
 def _width(makespan: int) -> float:
-    return min(14.0, max(7.0, 2 + 0.16 * makespan))
+    return min(10.8, max(7.0, 2 + 0.16 * makespan))  # at most the width of a notebook at 100 dpi
 
 
 def draw_schedule(stages: int, microbatches: int, schedule: str = "1f1b", virtual_stages: int = 1,
@@ -66,8 +69,9 @@ def draw_schedule(stages: int, microbatches: int, schedule: str = "1f1b", virtua
     plt = pyplot()
     sched = pipeline_schedule(stages, microbatches, schedule, virtual_stages, t_f, t_b, t_w)
     p, v = sched.stages, sched.virtual_stages
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(_width(sched.makespan), 1.2 + 0.32 * p))
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=_size(sched))
     else:
         fig = ax.figure
     label = sched.makespan <= MAX_LABELLED_SLOTS
@@ -101,8 +105,14 @@ def draw_schedule(stages: int, microbatches: int, schedule: str = "1f1b", virtua
         entries.append((IDLE_COLOUR, "idle (bubble)"))
         ax.legend([plt.Rectangle((0, 0), 1, 1, color=c) for c, _ in entries], [name for _, name in entries],
                   fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    fig.tight_layout()
+    if own:
+        fig.tight_layout()
     return fig
+
+
+def _size(sched) -> tuple[float, float]:
+    """Inches of a one-schedule figure: wider with the makespan, taller with the stages."""
+    return _width(sched.makespan), 1.2 + 0.32 * sched.stages
 
 
 def compare_schedules(stages: int, microbatches: int, schedules=("gpipe", "1f1b", "interleaved-1f1b", "zb-h1"),
@@ -165,12 +175,14 @@ def pipeline_explorer(stages: int = 4, microbatches: int = 8, schedule: str = "1
     callbacks set widget values only and never print.
     """
     w = widgets()
-    p_slider = w.IntSlider(value=stages, min=1, max=16, description="P (stages)")
-    m_slider = w.IntSlider(value=microbatches, min=1, max=64, description="M (micro)")
-    v_slider = w.IntSlider(value=virtual_stages, min=1, max=4, description="v (chunks)")
-    kind = w.Dropdown(options=SCHEDULES, value=schedule, description="schedule")
+    p_slider = int_slider("P (stages)", stages, 1, 16, name="stages")
+    m_slider = int_slider("M (micro)", microbatches, 1, 64, name="microbatches")
+    v_slider = int_slider("v (chunks)", virtual_stages, 1, 4, name="virtual_stages")
+    kind = dropdown("schedule", SCHEDULES, schedule)
     caption = w.HTML()
-    image = w.Image(format="png")
+    image = explorer_image()
+    canvas = Canvas(7.0, 2.5)  # one figure, sized to each schedule and redrawn in place (see ._redraw)
+    ax = canvas.fig.add_subplot()
     updating = []  # non-empty while constraints rewrite M's range (which fires M's callback)
 
     def constrain():
@@ -195,7 +207,15 @@ def pipeline_explorer(stages: int = 4, microbatches: int = 8, schedule: str = "1
         sched = pipeline_schedule(p, m, name, v)
         peaks = ", ".join(map(str, peak_in_flight(p, m, name, v).tolist()))
         unit = "micro-batch chunks" if v > 1 else "micro-batches"
-        show(image, caption, draw_schedule(p, m, name, v),
+        width, height = _size(sched)
+        # margins in inches: stage labels left, the legend right (wider with the chunks' shades), a
+        # two-line title above, the slot axis below; fixed, where a layout pass would cost a redraw
+        canvas.fig.set_size_inches(width, height)
+        canvas.fig.subplots_adjust(left=0.75 / width, right=1 - (1.95 if v > 1 else 1.2) / width,
+                                   bottom=0.5 / height, top=1 - 0.45 / height)
+        clear_plotted(ax)
+        draw_schedule(p, m, name, v, ax=ax)
+        show(image, caption, canvas,
              f"<code>measured: ideal {sched.bubble_fraction('ideal'):.4f}, total "
              f"{sched.bubble_fraction('total'):.4f} | closed form: {closed_form_text(p, m, name, v)} | "
              f"peak in flight per stage ({unit}): {peaks}</code>")

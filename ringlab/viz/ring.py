@@ -10,6 +10,8 @@ import numpy as np
 
 from ringlab.collectives import replay, ring_all_reduce_schedule
 
+from ._controls import image as explorer_image
+from ._controls import int_slider
 from ._mpl import pyplot, show, widgets
 
 
@@ -109,10 +111,10 @@ def ring_explorer(max_world_size: int = 12, world_size: int = 4):
     nor displays, because output from a callback reaches the cell under nbval and breaks it.
     """
     w = widgets()
-    n_slider = w.IntSlider(value=world_size, min=1, max=max_world_size, description="world_size")
-    s_slider = w.IntSlider(value=0, min=0, max=2 * (world_size - 1), description="step")
+    n_slider = int_slider("world_size", world_size, 1, max_world_size)
+    s_slider = int_slider("step", 0, 0, 2 * (world_size - 1))
     caption = w.HTML()
-    image = w.Image(format="png", layout=w.Layout(width="auto", max_width="640px"))  # native size, not stretched
+    image = explorer_image()
 
     def render(*_):
         s_slider.max = 2 * (n_slider.value - 1)

@@ -12,22 +12,26 @@ import numpy as np
 from ringlab.calc import HARDWARE, get_hardware, roofline
 from ringlab.calc.roofline import attention_decode_cost, elementwise_cost, layernorm_cost, matmul_cost
 
-from ._mpl import png_bytes, pyplot, widgets
+from ._controls import image as explorer_image
+from ._controls import int_slider, selection_slider
+from ._mpl import Canvas, pyplot, show, widgets
+from ._redraw import clear_plotted
 
 DEFAULT_HARDWARE = ("a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm")
 KERNEL_MARKERS = "osD^vP*Xhp<>"
+X_RANGE = (0.05, 2e4)  # arithmetic intensity shown, FLOP/B
 
 
 def example_kernels(dtype: str = "bf16") -> list[tuple[str, float, float]]:
-    """A handful of kernels as ``(label, flops, bytes_moved)``, from the P3 question to decode attention.
+    """A handful of kernels as ``(label, flops, bytes_moved)``, from card 06's kernel to decode attention.
 
-    Sizes: the P3 kernel (512 GFLOP, 8 GB); square 4096 matmul; the 1 x 4096 x 4096 matrix-vector
+    Sizes: card 06's kernel (512 GFLOP, 8 GB); square 4096 matmul; the 1 x 4096 x 4096 matrix-vector
     product of batch-1 decode and the same at batch 256; a chain of 4 elementwise ops over 2^24
     elements, unfused and fused; LayerNorm over (8192, 4096); one layer of decode attention with
     32 query and 8 KV heads of 128 over 4,096 cached tokens for 8 sequences.
     """
     return [
-        ("P3: 512 GFLOP, 8 GB", 512e9, 8e9),
+        ("card 06: 512 GFLOP, 8 GB", 512e9, 8e9),
         ("matmul 4096^3", *matmul_cost(4096, 4096, 4096, dtype)),
         ("GEMV 1x4096x4096 (decode, batch 1)", *matmul_cost(1, 4096, 4096, dtype)),
         ("matmul 256x4096x4096 (decode, batch 256)", *matmul_cost(256, 4096, 4096, dtype)),
@@ -63,7 +67,7 @@ def _draw_panel(ax, hardware: str, kernels, dtype: str, sparse: bool, x_range) -
 
 
 def plot_roofline(kernels=None, hardware=DEFAULT_HARDWARE, dtype: str = "bf16", sparse: bool = False,
-                  x_range=(0.05, 2e4)):
+                  x_range=X_RANGE):
     """Log-log rooflines of several accelerators side by side, with kernels as points.
 
     ``kernels``: sequence of ``(label, flops, bytes_moved)`` (FLOP, bytes); default
@@ -80,18 +84,39 @@ def plot_roofline(kernels=None, hardware=DEFAULT_HARDWARE, dtype: str = "bf16", 
     names = [get_hardware(h).name for h in ([hardware] if isinstance(hardware, str) else hardware)]
     if not names:
         raise ValueError("hardware must name at least one preset")
-    fig, axes = plt.subplots(1, len(names), figsize=(1.0 + 3.6 * len(names), 4.3), sharey=True, squeeze=False)
-    for ax, name in zip(axes[0], names):
+    fig = plt.figure(figsize=_figsize(len(names)))
+    _draw_rooflines_on(_panels(fig, len(names), len(kernels)), kernels, names, dtype, sparse, x_range)
+    return fig
+
+
+def _figsize(panels: int) -> tuple[float, float]:
+    return 1.0 + 3.6 * panels, 4.3
+
+
+def _panels(fig, panels: int, kernels: int) -> list:
+    """One axes per chip sharing the y axis, at fixed margins that leave room below for the legend's rows
+    of 4 kernels (no layout pass, so an explorer redraws them quickly)."""
+    width = fig.get_figwidth()
+    grid = fig.add_gridspec(1, panels, left=0.7 / width, right=1 - 0.15 / width, top=0.93, wspace=0.06,
+                            bottom=0.22 + 0.045 * ((kernels - 1) // 4) if kernels else 0.12)
+    axes = [fig.add_subplot(grid[0, 0])]
+    axes += [fig.add_subplot(grid[0, i], sharey=axes[0]) for i in range(1, panels)]
+    for ax in axes[1:]:
+        ax.tick_params(labelleft=False)
+    return axes
+
+
+def _draw_rooflines_on(axes, kernels, names, dtype: str, sparse: bool, x_range) -> None:
+    fig = axes[0].figure
+    for ax, name in zip(axes, names):
         _draw_panel(ax, name, kernels, dtype, sparse, x_range)
-    axes[0][0].set_ylabel("attainable TFLOP/s")
+    axes[0].set_ylabel("attainable TFLOP/s")
+    for legend in list(fig.legends):
+        legend.remove()
     if kernels:
-        handles, labels = axes[0][0].get_legend_handles_labels()
+        handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7, frameon=False,
                    title="filled marker: memory-bound; hollow: compute-bound", title_fontsize=7)
-        fig.tight_layout(rect=(0, 0.11 + 0.045 * ((len(labels) - 1) // 4), 1, 1))
-    else:
-        fig.tight_layout()
-    return fig
 
 
 def roofline_table(kernels, hardware, dtype: str = "bf16", sparse: bool = False) -> str:
@@ -121,11 +146,12 @@ def roofline_explorer(hardware=DEFAULT_HARDWARE, dtype: str = "bf16"):
     picker = w.SelectMultiple(options=usable, value=tuple(get_hardware(h).name for h in hardware),
                               rows=min(6, len(usable)), description="hardware")
     powers = [2**i for i in range(15)]
-    size = {axis: w.SelectionSlider(options=powers, value=v, description=axis)
-            for axis, v in (("m", 256), ("n", 4096), ("k", 4096))}
-    ops = w.IntSlider(value=4, min=1, max=12, description="ops")
+    size = {axis: selection_slider(axis, powers, v) for axis, v in (("m", 256), ("n", 4096), ("k", 4096))}
+    ops = int_slider("ops", 4, 1, 12)
     table = w.HTML()
-    image = w.Image(format="png")
+    image = explorer_image()
+    canvas = Canvas(*_figsize(len(hardware)))  # one figure, redrawn in place (see ._redraw)
+    drawn = {}  # the panels' axes, kept while the number of chips and kernels stays
 
     def render(*_):
         chosen = list(picker.value) or [usable[0]]
@@ -134,10 +160,15 @@ def roofline_explorer(hardware=DEFAULT_HARDWARE, dtype: str = "bf16"):
             (f"matmul {m}x{n}x{k}", *matmul_cost(m, n, k, dtype)),
             (f"{ops.value} elementwise ops, unfused", *elementwise_cost(2**24, ops.value, dtype)),
             (f"{ops.value} elementwise ops, fused", *elementwise_cost(2**24, ops.value, dtype, fused=True)),
-            ("P3: 512 GFLOP, 8 GB", 512e9, 8e9),
+            ("card 06: 512 GFLOP, 8 GB", 512e9, 8e9),
         ]
-        table.value = roofline_table(kernels, chosen, dtype)
-        image.value = png_bytes(plot_roofline(kernels, chosen, dtype))
+        if drawn.get("panels") != (len(chosen), len(kernels)):  # a new set of panels: a new layout
+            canvas.fig.clear()
+            canvas.fig.set_size_inches(*_figsize(len(chosen)))
+            drawn["panels"], drawn["axes"] = (len(chosen), len(kernels)), _panels(canvas.fig, len(chosen), len(kernels))
+        clear_plotted(*drawn["axes"])
+        _draw_rooflines_on(drawn["axes"], kernels, [get_hardware(h).name for h in chosen], dtype, False, X_RANGE)
+        show(image, table, canvas, roofline_table(kernels, chosen, dtype))
 
     for control in (picker, ops, *size.values()):
         control.observe(render, names="value")

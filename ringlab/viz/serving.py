@@ -5,11 +5,16 @@ Every function imports matplotlib / ipywidgets lazily; figures are returned, not
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ringlab.serving import BlockManager, SchedulerConfig, poisson_requests, simulate
 
-from ._mpl import pyplot, show, widgets
+from ._controls import image as explorer_image
+from ._controls import int_slider
+from ._mpl import Canvas, pyplot, show, widgets
+from ._redraw import clear_plotted
 
 _OWN, _SHARED, _COPIED, _EMPTY = "#d0d7de", "#54aeff", "#fd8c73", "#ffffff"
 
@@ -42,14 +47,18 @@ def fork_scenario(requests: int = 3, prompt_len: int = 37, shared_len: int = 24,
     return bm, copied
 
 
-def plot_block_tables(bm: BlockManager, copied=frozenset(), title: str = ""):
+def plot_block_tables(bm: BlockManager, copied=frozenset(), title: str = "", ax=None):
     """One row per sequence: its block table as cells labelled with physical block ids. Blue: held by
     more than one table; orange: made by copy-on-write; grey: the sequence's own; the last cell shows
-    how full the partial block is."""
+    how full the partial block is. Draws on ``ax`` when given (a figure sized to the tables otherwise);
+    returns the figure."""
     plt = pyplot()
     seqs = bm.sequences()
     width = max((len(bm.block_table(s)) for s in seqs), default=1)
-    fig, ax = plt.subplots(figsize=(min(2 + 0.62 * width, 14), 0.9 + 0.42 * len(seqs)))
+    own = ax is None
+    if own:
+        _, ax = plt.subplots(figsize=(min(2 + 0.62 * width, 14), 0.9 + 0.42 * len(seqs)))
+    fig = ax.figure
     for row, seq in enumerate(seqs):
         table, length = bm.block_table(seq), len(bm.tokens(seq))
         for i, block in enumerate(table):
@@ -60,16 +69,17 @@ def plot_block_tables(bm: BlockManager, copied=frozenset(), title: str = ""):
             ax.text(i + 0.475, row + 0.5, str(block), ha="center", va="center", fontsize=8)
     ax.set_xlim(-0.1, width + 0.1)
     ax.set_ylim(len(seqs), 0)
-    ax.set_yticks([r + 0.5 for r in range(len(seqs))], [str(s) for s in seqs], fontsize=8)
-    ax.set_xticks(range(width), [str(i) for i in range(width)], fontsize=8)
+    ax.set_yticks([r + 0.5 for r in range(len(seqs))], [str(s) for s in seqs], fontsize=9)
+    ax.set_xticks([i + 0.475 for i in range(width)], [str(i) for i in range(width)], fontsize=9)
     ax.set_xlabel("block table entry (tokens i*B .. i*B+B-1)")
     ax.set_ylabel("sequence (request, sample)")
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=c) for c in (_SHARED, _COPIED, _OWN)]
     ax.legend(handles, ["shared", "copy-on-write copy", "own"], loc="upper left", bbox_to_anchor=(1.0, 1.0),
-              fontsize=8, frameon=False)
+              fontsize=9, frameon=False)
     ax.set_title(title or f"{bm.num_used_blocks} of {bm.num_blocks} blocks in use, block size {bm.block_size}",
-                 fontsize=9)
-    fig.tight_layout()
+                 fontsize=10)
+    if own:
+        fig.tight_layout()
     return fig
 
 
@@ -77,12 +87,16 @@ def block_explorer():
     """Widget over :func:`fork_scenario`: requests, prompt and shared lengths, samples, decoded tokens.
     The caption compares the blocks in use with the closed form; returns an ``ipywidgets.VBox``."""
     w = widgets()
-    requests = w.IntSlider(value=3, min=1, max=6, description="requests")
-    prompt = w.IntSlider(value=37, min=1, max=64, description="prompt")
-    shared = w.IntSlider(value=24, min=0, max=64, description="shared")
-    n = w.IntSlider(value=2, min=1, max=4, description="samples n")
-    decode = w.IntSlider(value=3, min=0, max=12, description="decoded")
-    caption, image = w.HTML(), w.Image(format="png")
+    requests = int_slider("requests", 3, 1, 6)
+    prompt = int_slider("prompt", 37, 1, 64)
+    shared = int_slider("shared", 24, 0, 64)
+    n = int_slider("samples n", 2, 1, 4)
+    decode = int_slider("decoded", 3, 0, 12)
+    caption, image = w.HTML(), explorer_image()
+    # one figure at a fixed size: up to 24 rows of up to 10 blocks fit it at a readable size
+    canvas = Canvas(8.6, 4.8)
+    ax = canvas.fig.add_subplot()
+    canvas.fig.subplots_adjust(left=0.11, right=0.78, bottom=0.12, top=0.93)
 
     def render(*_):
         shared_len = min(shared.value, prompt.value)
@@ -90,7 +104,9 @@ def block_explorer():
         setup = (f"{requests.value} requests x {n.value} samples, prompts of {prompt.value} tokens of which "
                  f"{shared_len} shared, {decode.value} decoded, blocks of {bm.block_size}")
         summary = block_summary(bm, requests.value, prompt.value, shared_len, n.value, decode.value)
-        show(image, caption, plot_block_tables(bm, copied), f"<code>{setup}<br>{summary}</code>")
+        ax.cla()
+        plot_block_tables(bm, copied, ax=ax)
+        show(image, caption, canvas, f"<code>{setup}<br>{summary}</code>")
 
     for control in (requests, prompt, shared, n, decode):
         control.observe(render, names="value")
@@ -119,11 +135,13 @@ def block_summary(bm: BlockManager, requests: int, prompt_len: int, shared_len: 
             f"{requests - 1} requests x {common} system blocks")
 
 
-def plot_timeline(trace, title: str = ""):
-    """Queue lengths and batch composition against simulated time, with preemptions marked."""
-    plt = pyplot()
+def plot_timeline(trace, title: str = "", axes=None):
+    """Queue lengths and batch composition against simulated time, with preemptions marked. ``axes``: the
+    (top, bottom) pair to draw on, emptied by the caller (an explorer's); a new 9 x 4.6 in figure otherwise.
+    Returns the figure."""
     s = trace.steps
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 4.6), sharex=True)
+    top, bottom = axes if axes is not None else _timeline_axes(pyplot().figure(figsize=(9, 4.6)))
+    fig = top.figure
     t = s["end_s"] if len(s["end_s"]) else np.zeros(0)
     top.step(t, s["running"], where="post", label="running", color="#0969da")
     top.step(t, s["waiting"], where="post", label="waiting", color="#bf8700")
@@ -144,8 +162,15 @@ def plot_timeline(trace, title: str = ""):
     bottom.set_xlabel("simulated time (s)")
     bottom.legend(fontsize=8, loc="upper left", frameon=False)
     top.set_title(title or trace.summary().splitlines()[0], fontsize=9)
-    fig.tight_layout()
     return fig
+
+
+def _timeline_axes(fig) -> tuple:
+    """:func:`plot_timeline`'s two panels sharing the time axis, at fixed margins for a 9 x 4.6 in figure
+    (no layout pass: an explorer redraws them quickly)."""
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    fig.subplots_adjust(left=0.08, right=0.985, bottom=0.11, top=0.93, hspace=0.1)
+    return top, bottom
 
 
 def load_sweep(rates, num_requests: int = 200, num_blocks: int = 1_200, config: SchedulerConfig | None = None,
@@ -185,22 +210,30 @@ def scheduler_explorer(num_requests: int = 150):
     """Widget: arrival rate, pool size, policy, preemption mode and chunked prefill over one seeded trace
     (Llama-2-7B on an H100); draws :func:`plot_timeline` and states the metrics. Returns a VBox."""
     w = widgets()
-    rate = w.IntSlider(value=20, min=2, max=60, step=2, description="rate /s")
-    blocks = w.IntSlider(value=400, min=100, max=2_000, step=50, description="blocks")
+    rate = int_slider("rate /s", 20, 2, 60, 2)
+    blocks = int_slider("blocks", 400, 100, 2_000, 50)
     policy = w.ToggleButtons(options=["fixed", "naive"], value="fixed", description="policy")
     mode = w.ToggleButtons(options=["recompute", "swap"], value="recompute", description="preempt")
     chunked = w.Checkbox(value=False, description="chunked prefill")
-    caption, image = w.HTML(), w.Image(format="png")
+    caption, image = w.HTML(), explorer_image()
+    canvas = Canvas(9, 4.6)  # one figure, redrawn in place (see ._redraw)
+    axes = _timeline_axes(canvas.fig)
+
+    @lru_cache(maxsize=32)  # a control moved back finds its trace: the simulation is most of a change's time
+    def trace_of(rate_per_s: int, num_blocks: int, naive: bool, preemption: str, chunked_prefill: bool):
+        settings = dict(preemption=preemption, chunked_prefill=chunked_prefill, max_num_batched_tokens=2048)
+        config = SchedulerConfig.naive(**settings) if naive else SchedulerConfig(**settings)
+        reqs = poisson_requests(num_requests, rate=float(rate_per_s), prompt_len=400, output_len=200, seed=0)
+        return simulate(reqs, num_blocks=num_blocks, config=config)
 
     def render(*_):
-        settings = dict(preemption=mode.value, chunked_prefill=chunked.value, max_num_batched_tokens=2048)
-        config = SchedulerConfig.naive(**settings) if policy.value == "naive" else SchedulerConfig(**settings)
-        reqs = poisson_requests(num_requests, rate=float(rate.value), prompt_len=400, output_len=200, seed=0)
-        trace = simulate(reqs, num_blocks=blocks.value, config=config)
+        trace = trace_of(rate.value, blocks.value, policy.value == "naive", mode.value, chunked.value)
         lines = trace.summary().replace("\n", "<br>")
         setup = (f"policy {policy.value}, {mode.value} preemption, {'chunked' if chunked.value else 'whole'} "
                  f"prefill, {blocks.value} blocks, {rate.value} arrivals/s")
-        show(image, caption, plot_timeline(trace), f"<code>{setup}<br>{lines}</code>")
+        clear_plotted(*axes)
+        plot_timeline(trace, axes=axes)
+        show(image, caption, canvas, f"<code>{setup}<br>{lines}</code>")
 
     for control in (rate, blocks, policy, mode, chunked):
         control.observe(render, names="value")

@@ -12,7 +12,9 @@ from ringlab.calc.training.layout import ParallelLayout
 from ringlab.calc.training.plan import TrainPlan, train_plan
 from ringlab.calc.training.traffic import DIMENSIONS
 
-from ._mpl import pyplot, show, widgets
+from ._controls import dropdown
+from ._controls import image as explorer_image
+from ._mpl import Canvas, pyplot, show, widgets
 
 PARTS = ("params", "grads", "optimizer", "activations", "temporary")
 _COLORS = {"params": "#0969da", "grads": "#1a7f37", "optimizer": "#8250df", "activations": "#cf222e",
@@ -49,8 +51,8 @@ def plot_memory_by_stage(plan: TrainPlan, capacity_gb: float | None = 80.0, ax=N
     ax.set_xticks(stages if len(stages) <= 16 else stages[::max(1, len(stages) // 16)])
     ax.set_xlabel("pipeline stage")
     ax.set_ylabel("GB per GPU (1e9 B)")
-    ax.set_title(f"{plan.model.name}: memory per GPU")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title(f"{plan.model.name}: memory per GPU", fontsize=11)
+    ax.legend(fontsize=9, loc="upper right")
     return ax.figure
 
 
@@ -66,7 +68,7 @@ def plot_traffic_by_dimension(plan: TrainPlan, ax=None):
     if min(values) > 0 and max(values) / min(values) > 100:
         ax.set_yscale("log")  # TP's bytes dwarf the rest: a log axis keeps every dimension visible
     ax.set_ylabel("GB sent per GPU per step")
-    ax.set_title(f"traffic, stage {plan.busiest}")
+    ax.set_title(f"traffic, stage {plan.busiest}", fontsize=11)
     return ax.figure
 
 
@@ -104,15 +106,20 @@ def training_explorer(model: str = "llama-3-70b", seq_len: int = 8192, global_ba
     the model cannot take shows the calculator's error in the caption instead of a figure.
     """
     w = widgets()
-    model_dd = w.Dropdown(options=list(MODELS), value=model, description="model")
-    seq_dd = w.Dropdown(options=(2048, 4096, 8192, 32768, 131072), value=seq_len, description="seq_len")
-    degrees = {name: w.Dropdown(options=DEGREES, value=value, description=name, layout=w.Layout(width="150px"))
+    model_dd = dropdown("model", list(MODELS), model)
+    seq_dd = dropdown("seq_len", (2048, 4096, 8192, 32768, 131072), seq_len, width="200px")
+    degrees = {name: dropdown(name, DEGREES, value, width="130px")
                for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep))}
-    zero_dd = w.Dropdown(options=list(ZERO.items()), value=zero, description="ZeRO")
-    sp_box = w.Checkbox(value=sequence_parallel, description="sequence parallel")
-    recompute_dd = w.Dropdown(options=("none", "selective", "full"), value=recompute, description="recompute")
+    zero_dd = dropdown("ZeRO", list(ZERO.items()), zero)
+    sp_box = w.Checkbox(value=sequence_parallel, description="sequence parallel", indent=False,
+                        layout=w.Layout(width="auto"))
+    recompute_dd = dropdown("recompute", ("none", "selective", "full"), recompute, width="240px")
     caption = w.HTML()
-    image = w.Image(format="png")
+    image = explorer_image()
+    canvas = Canvas(10.8, 3.6)  # one figure, redrawn in place at fixed margins (no layout pass per change)
+    grid = canvas.fig.add_gridspec(1, 2, width_ratios=[3, 2], left=0.065, right=0.99, bottom=0.14, top=0.9,
+                                   wspace=0.2)
+    left, right = canvas.fig.add_subplot(grid[0]), canvas.fig.add_subplot(grid[1])
 
     def render(*_):
         # Expert parallelism applies to MoE layers only: greyed out (and 1) for a dense model.
@@ -133,7 +140,11 @@ def training_explorer(model: str = "llama-3-70b", seq_len: int = 8192, global_ba
             # name the layout tried, so every change of a control shows even while the layout stays invalid
             caption.value = f"<span style='color:#cf222e'>{html.escape(tried)}: {html.escape(str(exc))}</span>"
             return
-        show(image, caption, draw_plan(plan), describe_plan(plan))
+        left.cla()
+        right.cla()
+        plot_memory_by_stage(plan, ax=left)
+        plot_traffic_by_dimension(plan, ax=right)
+        show(image, caption, canvas, describe_plan(plan))
 
     controls = (model_dd, seq_dd, zero_dd, sp_box, recompute_dd, *degrees.values())
     for control in controls:

@@ -18,6 +18,19 @@ from labserver import ROOT, start_lab
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "browser: drives JupyterLab in headless Chromium (slow; "
+                                       "`-m 'not browser'` leaves these out)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test in this folder ``browser``."""
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.browser)
 
 
 def chromium_path() -> str | None:

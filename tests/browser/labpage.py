@@ -170,6 +170,18 @@ def settled_change(page, explorer, before: tuple, timeout: float = CHANGE_TIMEOU
     return None
 
 
+# Records when the explorer's DOM last changed (a new figure URL, caption text, a readout), so the time a
+# control change takes to settle is measured to the millisecond rather than to the polling interval.
+_WATCH_JS = """(root) => {
+    if (!root.__ringlabObserver) {
+        root.__ringlabObserver = new MutationObserver(() => { root.__ringlabLast = performance.now(); });
+        root.__ringlabObserver.observe(root, {subtree: true, childList: true, attributes: true, characterData: true});
+    }
+    root.__ringlabLast = null;
+    return performance.now();
+}"""
+
+
 def changed_what(page, explorer, before: tuple) -> str | None:
     """"figure" if any image's bytes changed, "text" if only text changed; None if neither did."""
     after = settled_change(page, explorer, before)
@@ -184,6 +196,7 @@ class Report:
     says in words what went wrong (a control that left figure and text alone, an explorer without controls)."""
 
     moved: list[str] = field(default_factory=list)
+    settle_s: dict[str, float] = field(default_factory=dict)  # control -> seconds from the move to the last change
     failures: list[str] = field(default_factory=list)
 
 
@@ -220,10 +233,12 @@ def check_explorers(page, url: str, root: Path, name: str, screenshot: Path | No
             if ctl.evaluate("e => e.disabled === true || !!e.querySelector('[disabled]')"):
                 continue  # greyed out in this state (e.g. a parameter of another schedule); a user cannot move it
             before = signature(explorer)
+            start_ms = explorer.evaluate(_WATCH_JS)
             move(ctl)
             what = changed_what(page, explorer, before)
             if what:
                 report.moved.append(f"explorer {i}: {label} ({what})")
+                report.settle_s[f"explorer {i}: {label}"] = (explorer.evaluate("r => r.__ringlabLast") - start_ms) / 1e3
                 redrawn |= what == "figure"
             else:
                 report.failures.append(f"{name}: moving {label} did not change the figure or text of explorer {i} "

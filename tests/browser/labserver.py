@@ -1,9 +1,10 @@
 """Start and stop a throwaway JupyterLab server for the browser tests.
 
-The server serves a temporary copy of the notebooks (so running them in the browser never touches
-the committed files), listens on a free 127.0.0.1 port without token or password, and keeps its
-config, runtime, settings, workspaces and data folders in the temporary tree. The kernel spec
-stays available: jupyter also searches ``sys.prefix/share/jupyter``, the venv's own folder.
+The server serves a temporary copy of the notebooks, or of the course as ``make lab`` serves it (so
+running them and editing exercises in the browser never touches the committed files), listens on a free
+127.0.0.1 port without token or password, and keeps its config, runtime, settings, workspaces and data
+folders, and the practice record, beside the copy. The kernel spec stays available: jupyter also
+searches ``sys.prefix/share/jupyter``, the venv's own folder.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from ringlab.course.lab import lab_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,11 +43,14 @@ def free_port() -> int:
 
 
 def prepare_tree(base: Path) -> dict[str, str]:
-    """Copy notebooks/, exercises/ and tests/fixtures/nccl/ under ``base``, write the lab settings; return the server's env."""
-    shutil.copytree(ROOT / "notebooks", base / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    shutil.copytree(ROOT / "exercises", base / "exercises")
+    """Copy notebooks/, exercises/, solutions/ and tests/fixtures/nccl/ to ``base/repo``, write the lab settings
+    beside it; return the server's env (Jupyter's folders and the practice record under ``base``, never the user's)."""
+    repo = base / "repo"
+    shutil.copytree(ROOT / "notebooks", repo / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "exercises", repo / "exercises", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "solutions", repo / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
     # notebooks read stored real runs by a path relative to themselves (16_reading_nccl)
-    shutil.copytree(ROOT / "tests" / "fixtures" / "nccl", base / "tests" / "fixtures" / "nccl")
+    shutil.copytree(ROOT / "tests" / "fixtures" / "nccl", repo / "tests" / "fixtures" / "nccl")
     for name, values in LAB_SETTINGS.items():
         path = base / "settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,7 +63,8 @@ def prepare_tree(base: Path) -> dict[str, str]:
         JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
         JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
         IPYTHONDIR=str(base / "ipython"),
-        RINGLAB_EXERCISES=str(base / "exercises"),  # the kernel grades the copy, as a learner's checkout would
+        RINGLAB_EXERCISES=str(repo / "exercises"),  # the kernel grades the copy, as a learner's checkout would
+        XDG_STATE_HOME=str(base / "state"),  # ringlab.practice.state keeps the practice record there
         PYTHONUNBUFFERED="1",
     )
     env.pop("RINGLAB_USE_SOLUTIONS", None)
@@ -128,27 +135,33 @@ def _pids_mentioning(text: str) -> list[int]:
     return found
 
 
-def start_lab(base: Path, timeout: float = 90.0) -> LabServer:
-    """Start ``jupyter-lab`` from this venv serving ``base/notebooks``; wait until /api/status answers.
+def start_lab(base: Path, timeout: float = 90.0, course: bool = False) -> LabServer:
+    """Start ``jupyter-lab`` from this venv serving ``base/notebooks``, or with ``course`` the whole copy as ``make
+    lab`` serves the repository (its command line, :func:`ringlab.course.lab.lab_argv`: the root served, the start
+    page open); wait until /api/status answers.
 
     Raises RuntimeError with the server's log when it exits or does not answer within ``timeout`` s.
     """
     env = prepare_tree(base)
     log = base / "jupyter-lab.log"
     lab = Path(sys.executable).with_name("jupyter-lab")
+    served = base / "repo" if course else base / "repo" / "notebooks"
     last_error = ""
     for _ in range(3):  # the free port can be taken between probing and binding
         port = free_port()
-        cmd = [str(lab), "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
-               f"--ServerApp.root_dir={base / 'notebooks'}", "--IdentityProvider.token=",
-               "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=None",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-        if os.geteuid() == 0:  # CI containers run as root; jupyter refuses that unless told
-            cmd.append("--allow-root")
+        options = ["--no-browser", "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+                   "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
+                   "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        if course:
+            cmd = lab_argv(served, *options, executable=str(lab))
+        else:
+            cmd = [str(lab), f"--ServerApp.root_dir={served}", *options]
+            if os.geteuid() == 0:  # CI containers run as root; jupyter refuses that unless told
+                cmd.append("--allow-root")
         with open(log, "ab") as out:
-            process = subprocess.Popen(cmd, cwd=base / "notebooks", env=env, stdout=out, stderr=subprocess.STDOUT,
+            process = subprocess.Popen(cmd, cwd=served, env=env, stdout=out, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True)
-        server = LabServer(f"http://127.0.0.1:{port}", base / "notebooks", base / "runtime", process, log)
+        server = LabServer(f"http://127.0.0.1:{port}", served, base / "runtime", process, log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and process.poll() is None:
             try:

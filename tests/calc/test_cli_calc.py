@@ -69,10 +69,13 @@ def test_kv_breaks_the_cache_down_by_layer_kind(capsys):
     assert "54 x mamba: no KV cache" in out and "10 x full" in out
 
 
-def test_kv_refuses_unsupported_layouts(capsys):
-    assert main(["kv", "--model", str(FIXTURES / "deepseek-v3.2.json"), "--tokens", "10"]) == 2
+def test_kv_refuses_unsupported_layouts(capsys, tmp_path):
+    config = json.loads((FIXTURES / "deepseek-v3.2.json").read_text())
+    config["num_kv_shared_layers"] = 20  # KV shared across layers is not modelled
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert main(["kv", "--model", str(tmp_path / "config.json"), "--tokens", "10"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "not supported" in err and "index_head_dim" in err
+    assert err.count("\n") == 1 and "not supported" in err and "num_kv_shared_layers" in err
 
 
 def test_comm_takes_the_parameters_of_a_model(capsys):

@@ -162,9 +162,9 @@ def test_v_head_dim_differs_from_k():
                       max_size=24),
        window=st.integers(1, 5000), tokens=st.integers(1, 20000), kv=st.sampled_from([1, 2, 4]))
 def test_layer_types_sum_layer_by_layer(kinds, window, tokens, kv):
-    cfg = dict(model_type="llama", hidden_size=256, intermediate_size=512, num_attention_heads=4,
+    cfg = dict(model_type="gemma3_text", hidden_size=256, intermediate_size=512, num_attention_heads=4,
                num_key_value_heads=kv, head_dim=64, num_hidden_layers=len(kinds), vocab_size=100,
-               sliding_window=window, layer_types=kinds)
+               sliding_window=window, layer_types=kinds)  # a config class with sliding_window (LlamaConfig has none)
     m = parse(cfg)
     per_layer = kv * 64 * 2 * 2
     want = sum(per_layer * {"full_attention": tokens, "sliding_attention": min(tokens, window),

@@ -59,7 +59,8 @@ def test_tensor_parallel_split_and_replication():
     assert kv_cache_bytes_per_token(L70, tp=4) == 327_680 // 4
     # tp=16 > 8 KV heads: each rank still holds one whole head (replicated), not half a head
     assert kv_cache_bytes_per_token(L70, tp=16) == kv_cache_bytes_per_token(L70, tp=8) == 327_680 // 8
-    assert kv_cache_bytes_per_token("falcon-7b", tp=8) == kv_cache_bytes_per_token("falcon-7b")
+    with pytest.raises(ValueError, match="num_attention_heads=71"):  # whole query heads per rank, as vLLM asserts
+        kv_cache_bytes_per_token("falcon-7b", tp=8)
     with pytest.raises(ValueError, match="tp=3"):
         kv_cache_bytes_per_token(L70, tp=3)
     with pytest.raises(ValueError, match="tp=12"):
@@ -133,7 +134,7 @@ def test_linear_in_tokens_and_batch_below_window(name, tokens, batch, dtype):
 @given(name=st.sampled_from(DENSE_NAMES), tp=st.sampled_from([1, 2, 4, 8, 16, 32]), tokens=st.integers(1, 10**5))
 def test_tp_shards_cover_the_whole_cache(name, tp, tokens):
     m = MODELS[name]
-    if (tp <= m.kv_heads and m.kv_heads % tp) or (tp > m.kv_heads and tp % m.kv_heads):
+    if (tp <= m.kv_heads and m.kv_heads % tp) or (tp > m.kv_heads and tp % m.kv_heads) or m.num_attention_heads % tp:
         return
     per_gpu = kv_cache_bytes(m, tokens, tp=tp)
     total = kv_cache_bytes(m, tokens)

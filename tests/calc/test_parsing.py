@@ -178,3 +178,66 @@ def test_json_text_never_writes_nan():
         '{"a": [null, 1.0, {"b": null}]}'
     with pytest.raises(argparse.ArgumentTypeError):
         cli_args.figure_file("plot.csv")
+
+
+@given(st.integers(309, 400), st.sampled_from(["", "-"]), st.sampled_from(["1", "9.99", "1.5"]))
+def test_values_beyond_the_float_range_are_refused_by_name(exponent, sign, mantissa):
+    """Issue 31: 1e309 crashed every numeric option (OverflowError while writing the range message)."""
+    text = f"{sign}{mantissa}e{exponent}"
+    for parse, kwargs in ((parse_size, {}), (parse_count, {}), (parse_bandwidth, {}), (parse_duration, {}),
+                          (parse_real, {"min": 0, "max": 1}), (parse_real, {}), (parse_int, {"max": 10}),
+                          (parse_int, {})):
+        try:
+            value = parse(text, "opt", **kwargs)
+        except ValueError as exc:
+            assert "opt=" in str(exc) and f"e+{exponent}" in str(exc) or "float range" in str(exc), str(exc)
+        else:  # only a whole number within its limits (none below) is accepted, as an exact int
+            assert parse is parse_int and value == int(Fraction(text)) and value <= kwargs.get("max", value)
+
+
+@pytest.mark.parametrize("text", ["1e-400", "-1e-330", "0.0000000000000000000001e-310"])
+def test_values_that_round_to_zero_are_refused(text):
+    with pytest.raises(ValueError, match="nearer 0 than any float"):
+        parse_real(text, "rate")
+    assert parse_real("4e-320", "rate") == 4e-320  # a subnormal is a float
+    assert parse_real("-0", "rate") == 0.0
+
+
+def test_python_numbers_beyond_the_float_range():
+    with pytest.raises(ValueError, match="x must be finite, got 1e\\+400"):
+        check_real(10**400, "x")
+    with pytest.raises(ValueError, match="<= 5, got -1e\\+400"):
+        check_int(-10**400, "x", min=-5, max=5)
+
+
+def test_cli_integers_stop_at_int64(capsys):
+    p = cli_args.ArgumentParser(prog="demo")
+    p.add_argument("--n", type=cli_args.integer(min=1))
+    assert p.parse_args(["--n", str(2**63 - 1)]).n == 2**63 - 1
+    with pytest.raises(SystemExit):
+        p.parse_args(["--n", str(2**63)])
+    assert "argument --n" in capsys.readouterr().err
+
+
+def test_help_fits_the_width_and_lists_long_choices(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    p = cli_args.ArgumentParser(prog="demo", description="x " * 120)
+    p.add_argument("--collective", choices=["all_reduce", "reduce_scatter", "all_gather", "broadcast"],
+                   default="all_reduce")
+    p.add_argument("--op", choices=["sum", "max"])
+    text = p.format_help()
+    assert max(map(len, text.splitlines())) <= 100
+    assert "--collective COLLECTIVE" in text and "{sum,max}" in text
+    assert "default all_reduce (one of: all_reduce, reduce_scatter, all_gather, broadcast)" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("limit", [0.01, 0.1, 0.3, 0.7, 1e-3, 2.5])
+def test_a_value_typed_at_its_limit_is_inside_it(limit):
+    # the binary value of 0.01 lies a hair above 1/100, of 0.3 a hair below 3/10: the typed decimal
+    # and the Python float both equal the limit their author wrote
+    for given in (repr(limit), limit):
+        assert parse_real(given, "x", min=limit, max=limit) == limit
+    with pytest.raises(ValueError, match="x"):
+        parse_real(repr(limit * 0.999), "x", min=limit)
+    with pytest.raises(ValueError, match="x"):
+        parse_real(repr(limit * 1.001), "x", max=limit)

@@ -125,3 +125,117 @@ def judge(outcome: Outcome, option: str) -> str:
 def record(kind: str, verdict: str) -> None:
     STATS["kinds"].add(kind)
     STATS["outcomes"][verdict] += 1
+
+
+# --- every parser of the command line, found by running each command up to its parse_args -------------------
+
+class _Captured(BaseException):
+    def __init__(self, parser):
+        super().__init__()
+        self.parser = parser
+
+
+def command_parsers() -> dict[tuple[str, ...], "argparse.ArgumentParser"]:
+    """``{("cost",): parser, ("calc", "kv"): parser, ...}`` for every command of :data:`ringlab.cli.COMMANDS`
+    and every calculator a command registers in a ``SUBCOMMANDS`` table, each parser built by the command
+    itself (its ``main`` runs until ``parse_args``), so a new command or option is walked by construction."""
+    import argparse
+    import importlib
+
+    def capture(call) -> argparse.ArgumentParser:
+        original = argparse.ArgumentParser.parse_args
+
+        def stop(self, *args, **kwargs):
+            raise _Captured(self)
+
+        argparse.ArgumentParser.parse_args = stop
+        try:
+            call()
+        except _Captured as got:
+            return got.parser
+        finally:
+            argparse.ArgumentParser.parse_args = original
+        raise AssertionError(f"{call} printed or returned without building a parser")
+
+    found = {}
+    for name, (module_name, _) in cli.COMMANDS.items():
+        module = importlib.import_module(module_name)
+        subcommands = getattr(module, "SUBCOMMANDS", None)
+        if subcommands:
+            for sub, (sub_module, function, _) in subcommands.items():
+                main = getattr(importlib.import_module(sub_module), function)
+                found[(name, sub)] = capture(lambda main=main: main([]))
+        else:
+            found[(name,)] = capture(lambda module=module: module.main([]))
+    return found
+
+
+NUMBER_TYPES = {"size", "count", "bandwidth", "duration", "number", "integer"}  # cli_args factories' names
+
+
+def numeric_options(parser) -> list:
+    """The options of ``parser`` read by a number type of :mod:`ringlab.cli_args`."""
+    return [a for a in parser._actions
+            if a.option_strings and getattr(a.type, "__name__", None) in NUMBER_TYPES]
+
+
+def exclusive_partners(parser, action) -> set[str]:
+    """Option strings that argparse refuses together with ``action`` (its mutually exclusive groups)."""
+    out = set()
+    for group in parser._mutually_exclusive_groups:
+        if action in group._group_actions:
+            out |= {s for a in group._group_actions if a is not action for s in a.option_strings}
+    return out
+
+
+def without(argv: list[str], options: set[str]) -> list[str]:
+    """``argv`` less each of ``options`` and its value (``--opt value`` or ``--opt=value``)."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        if word in options:
+            skip = True
+            continue
+        if word.split("=", 1)[0] in options and "=" in word:
+            continue
+        out.append(word)
+    return out
+
+
+_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
+NCCL_TABLE = os.path.join(_FIXTURES, "nccl", "a100_sxm4_8gpu_nccl_tests_2_19.txt")
+GPUMON_OUT = "@TMP@/gpumon.csv"  # replaced by a test's temporary folder
+
+# Representative valid command lines of every command found by command_parsers(): the first of each is the
+# base the numeric fuzz varies one option of. A command without an entry fails tests/test_cli_layout.py.
+REPRESENTATIVE: dict[tuple[str, ...], list[list[str]]] = {
+    ("check",): [["01a"]],
+    ("practice",): [["--reveal", "05"], []],
+    ("bench",): [["--world-size", "2", "--max-bytes", "64", "--iters", "1", "--warmup", "0", "--timeout", "120"]],
+    ("calc", "kv"): [["--model", "llama-2-70b", "--tokens", "4096", "--batch", "32"],
+                     ["--model", "gemma-2-9b", "--tokens", "32768", "--block-size", "16"]],
+    ("calc", "comm"): [["--strategy", "fsdp_full_shard", "--params", "7e9", "--world-size", "64", "--bandwidth",
+                        "450GB/s"], ["--strategy", "hybrid_shard", "--params", "7e9", "--topology", "dgx-h100",
+                                     "--nodes", "4"]],
+    ("calc", "roofline"): [["--flops", "512e9", "--bytes", "8e9", "--hardware", "a100-sxm-80gb"]],
+    ("calc", "decode"): [["--model", "llama-2-7b", "--hardware", "a100-sxm-80gb", "--context", "4096", "--batch", "8",
+                          "--sla-ms", "50"]],
+    ("calc", "bubble"): [["--stages", "4", "--microbatches", "8", "--grid"],
+                         ["--stages", "12", "--microbatches", "48", "--schedule", "interleaved-1f1b",
+                          "--virtual-stages", "2", "--grid"]],
+    ("calc", "train"): [["--model", "llama-3.1-405b", "--seq-len", "8192", "--global-batch", "2048", "--dp", "128",
+                         "--tp", "8", "--pp", "16", "--topology", "dgx-h100"],
+                        ["--model", "mixtral-8x7b", "--seq-len", "4096", "--global-batch", "64", "--dp", "8",
+                         "--tp", "2", "--ep", "8"]],
+    ("cost",): [["--world-size", "64", "--size", "1GiB"], ["--topology", "dgx-h100", "--nodes", "2", "--size", "1GiB"],
+                ["--collective", "all_to_all", "--world-size", "8", "--size", "8MiB"]],
+    ("explain",): [[NCCL_TABLE]],
+    ("gpumon",): [["--out", GPUMON_OUT, "--backend", "smi", "--count", "1", "--interval", "0.1",
+                   "--smi-timeout", "1"]],
+    ("serve-sim",): [["--seconds", "2", "--rate", "2"]],
+    ("topic",): [[], ["05"]],
+    ("verify",): [["--input", "random", "--world-sizes", "1-4", "--numel", "100"],
+                  ["--topology", "dgx-h100", "--numel", "8", "--nodes", "1,2"]],
+}

@@ -27,7 +27,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 NCCL_TABLE = FIXTURES / "nccl" / "a100_sxm4_8gpu_nccl_tests_2_19.txt"
 LLAMA = FIXTURES / "hf_configs" / "llama-2-70b.json"
 # Seconds per invocation: every bad value is refused long before this (RINGLAB_FUZZ_CALL_LIMIT overrides it).
-CALL_LIMIT = float(os.environ.get("RINGLAB_FUZZ_CALL_LIMIT", "10"))
+CALL_LIMIT = float(os.environ.get("RINGLAB_FUZZ_CALL_LIMIT", "60"))
 
 # --- catalogues of bad values, by kind of option ----------------------------------------------------------
 

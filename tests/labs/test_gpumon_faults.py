@@ -61,7 +61,7 @@ def test_a_blocking_nvml_call_is_abandoned_at_its_deadline_and_nvml_reinitialise
     sampler = gpumon.open_sampler("nvml", nvml_timeout=0.2)
     started = time.monotonic()
     got = record(tmp_path / "log.csv", sampler, clock, count=2)
-    assert time.monotonic() - started < 5  # two deadlines, not a hang
+    assert time.monotonic() - started < 120  # two 0.2 s deadlines, not a hang (generous: a busy machine)
     assert blocking.entered == 2
     message = "NVML: no answer within 0.2 s; the call was abandoned; NVML is initialised again next tick"
     assert got[1:] == [event(0, "error", "nvml", message=message)]  # tick 1 repeats it: written once
@@ -76,10 +76,9 @@ def test_nvml_stops_calling_while_earlier_calls_are_still_blocked(nvml, blocking
     for _ in range(2):
         with pytest.raises(gpumon.NvmlTimeout, match="no answer within 0.05 s"):
             caller.call(module.nvmlDeviceGetCount)
-    started = time.monotonic()
     with pytest.raises(gpumon.NvmlTimeout, match="2 earlier NVML calls are still blocked"):
         caller.call(module.nvmlDeviceGetCount)
-    assert time.monotonic() - started < 0.05 and blocking.entered == 2  # refused without calling
+    assert blocking.entered == 2  # refused without calling: a third call would have entered
     blocking.release.set()
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:  # the abandoned workers finish once the driver answers
@@ -277,6 +276,7 @@ HANGING_PYNVML = textwrap.dedent('''
         pass
 
     def nvmlDeviceGetCount():
+        open("entered", "w").close()  # the test waits for this, not for a guessed delay
         time.sleep(3600)
 ''')
 
@@ -290,10 +290,9 @@ def test_signal_stops_the_monitor_while_nvml_is_blocked(tmp_path, signum):
                              "--interval", "1", "--out", str(path)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while not path.exists() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "entered").exists() and time.monotonic() < deadline:  # inside nvmlDeviceGetCount
             time.sleep(0.02)
-        time.sleep(0.3)  # inside the blocked nvmlDeviceGetCount
         sent = time.monotonic()
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=15)
@@ -301,6 +300,6 @@ def test_signal_stops_the_monitor_while_nvml_is_blocked(tmp_path, signum):
     finally:
         proc.kill()
     assert proc.returncode == 0, err
-    assert stopped_after < gpumon.STOP_GRACE + 3
+    assert stopped_after < gpumon.STOP_GRACE + 60  # the grace, not the 600 s NVML deadline
     assert "Traceback" not in err and "1 ticks appended" in err
     assert [(r.kind, r.message) for r in read_log(path)] == [("error", "NVML: stopped while waiting for a call")]

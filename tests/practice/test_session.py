@@ -1,13 +1,16 @@
-"""Scripted practice sessions through the CLI: drawn numbers, typed answers checked with units, hints,
-the rubric, the record, mock interviews, and clean ends on end-of-input and Ctrl-C."""
+"""Scripted practice sessions through the CLI: drawn numbers, typed answers checked with units, a second try
+after a wrong number, hints about the number asked, the rubric, the record (merged with other sessions, kept
+when it cannot be written), mock interviews, and clean ends on end-of-input and Ctrl-C."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from fractions import Fraction
 
 import pytest
@@ -57,7 +60,7 @@ def test_gib_confusion_is_named_and_recorded(monkeypatch, capsys):
     card = prepare("05", 11)
     total = card.expected["total"]
     wrong = f"{total / 1e9:.3f} GiB"  # the GB figure labelled GiB
-    code, cap = run(["--session", "05", "--seed", "11"], [str(card.expected["per_token"]), wrong, "n", "n"],
+    code, cap = run(["--session", "05", "--seed", "11"], [str(card.expected["per_token"]), wrong, "s", "n", "n"],
                     monkeypatch, capsys)
     assert code == 0 and "GB vs GiB confusion" in cap.out
     mistakes = json.loads(state.state_path().read_text())["mistakes"]
@@ -69,19 +72,63 @@ def test_per_rank_vs_total_and_wrong_units_are_named(monkeypatch, capsys):
     card = prepare("04", 2)
     n = card.params["n"]
     ddp = card.expected["ddp_bytes"]
-    _, cap = run(["--session", "04", "--seed", "2"], [f"{ddp * n:.6e} B", "12 ms", "n", "n", "n"],
+    _, cap = run(["--session", "04", "--seed", "2"], [f"{ddp * n:.6e} B", "s", "12 ms", "13 ms", "n", "n", "n"],
                  monkeypatch, capsys)
     assert "per-rank vs total" in cap.out and "wrong units: 'ms' is a time" in cap.out
     assert "mistakes:" in cap.out and "04 fsdp_bytes: '12 ms': wrong units" in cap.out
 
 
 def test_hints_come_one_at_a_time_before_the_answer(monkeypatch, capsys):
-    _, cap = run(["--session", "06", "--fixed"], ["h", "h", "h", "h", "s", "s", "n", "n"], monkeypatch, capsys)
-    hints = load_card("06").hints
-    for i, hint in enumerate(hints, start=1):
-        assert f"hint {i}/{len(hints)}: {hint}" in cap.out
-    assert "no more hints" in cap.out
+    _, cap = run(["--session", "06", "--fixed"], ["h", "h", "h", "s", "h", "h", "h", "h", "s", "n", "n"],
+                 monkeypatch, capsys)
+    card = load_card("06")
+    ai, time_ms = card.hints_for("ai"), card.hints_for("time_ms")  # the last hint is about the time only
+    assert len(ai) == 2 and len(time_ms) == 3 and time_ms[:2] == ai
+    for i, hint in enumerate(time_ms, start=1):
+        assert f"hint {i}/{len(time_ms)}: {hint}" in cap.out
+    assert f"hint 1/2: {ai[0]}" in cap.out and cap.out.count("no more hints") == 2
+    assert cap.out.index(f"hint 2/2: {ai[1]}") < cap.out.index(f"hint 1/3: {time_ms[0]}")
     assert cap.out.index("hint 3/3") < cap.out.index("\nANSWER\n")
+
+
+def test_a_wrong_number_gets_its_slip_and_a_second_try_before_the_answer(monkeypatch, capsys):
+    card = prepare("05", 11)
+    total = card.expected["total"]
+    code, cap = run(["--session", "05", "--seed", "11"],
+                    [str(card.expected["per_token"]), f"{total / 1e9:.3f} GiB", f"{total / 2**30:.2f} GiB", "y", "n"],
+                    monkeypatch, capsys)
+    out = cap.out
+    first = out.index("GB vs GiB confusion")
+    assert "Try again" in out[first:first + 200] and "second try" in out[first:]
+    assert out.index("KV cache of the whole batch [B] (second try)") > first
+    worked = f"{int(total):,} B"
+    assert out.index(worked) > out.index("(second try)")  # the answer only after the second try, which is right
+    assert "(marked from your answer on the second try)" in out
+    record = json.loads(state.state_path().read_text())
+    assert record["cards"]["05"]["right"] == 2 and record["cards"]["05"]["wrong"] == 0
+    assert [m["ask"] for m in record["mistakes"]] == ["total"]  # the slip is kept for review
+
+
+def test_two_wrong_tries_show_the_answer_and_an_unnamed_slip_gets_the_hint_about_that_number(monkeypatch, capsys):
+    card = prepare("14", 3)
+    hits_hint = card.hints_for("hits")[0]
+    lines = [str(card.expected["block_bytes"]), str(card.expected["blocks"]), "3", "4", "n", "n"]
+    _, cap = run(["--session", "14", "--seed", "3"], lines, monkeypatch, capsys)
+    out = cap.out
+    assert "wrong value" in out and f"hint 1/{len(card.hints_for('hits'))}: {hits_hint}" in out
+    assert card.hints[0] not in out  # the hint about block bytes is not offered for the third question
+    assert out.index(hits_hint) < out.index("blocks saved by sharing the system prompt [number] (second try)")
+    assert out.count(f"The answer: {card.expected['hits']:,}") == 1 and "'3': wrong value" in out
+    record = json.loads(state.state_path().read_text())
+    assert record["cards"]["14"]["right"] == 2 and record["cards"]["14"]["wrong"] == 1
+
+
+def test_a_byte_count_for_a_gb_prompt_does_not_spend_the_try(monkeypatch, capsys):
+    card = load_card("17")
+    act = card.expected["act_gb"]
+    _, cap = run(["--session", "17"], [f"{act * 1e9:.0f}", f"{act:.2f}", "s", "n", "n", "n"], monkeypatch, capsys)
+    assert "that looks like bytes; the question asks GB" in cap.out and "(second try)" not in cap.out
+    assert "right:" in cap.out
 
 
 def test_unreadable_input_is_asked_again_not_graded(monkeypatch, capsys):
@@ -178,12 +225,24 @@ def test_bad_options_exit_2_with_one_line(argv, capsys):
 
 
 def test_reset_and_progress(monkeypatch, capsys):
-    run(["--session", "08", "--fixed"], ["0.3", "7/23", "n", "n", "n"], monkeypatch, capsys)
+    run(["--session", "08", "--fixed"], ["0.2", "0.21", "7/23", "n", "n", "n"], monkeypatch, capsys)
     assert practice.main(["--progress"]) == 0
     out = capsys.readouterr().out
-    assert "08  attempts   1" in out and "08 ideal: '0.3': wrong value" in out
+    row = next(line.split() for line in out.splitlines() if line.split()[:1] == ["08"])
+    assert row[:4] == ["08", "1", "1", "1"] and "08 ideal: '0.2': wrong value" in out
     assert practice.main(["--reset"]) == 0 and "deleted" in capsys.readouterr().out
     assert not state.state_path().exists()
+
+
+@pytest.mark.parametrize("argv", [["--progress", "--reset"], ["--reset", "--progress"], ["--reset", "05"],
+                                  ["--progress", "--session"], ["--reset", "--mock", "2"]])
+def test_progress_and_reset_are_refused_with_anything_else(argv, monkeypatch, capsys):
+    run(["--session", "08", "--fixed"], ["7/16", "7/23", "n", "n", "n"], monkeypatch, capsys)
+    with pytest.raises(SystemExit) as exc:
+        practice.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and ("not both" in err or "takes no" in err)
+    assert json.loads(state.state_path().read_text())["cards"]["08"]["attempts"] == 1  # nothing deleted
 
 
 def test_random_pick_is_seeded(monkeypatch, capsys):
@@ -234,3 +293,94 @@ def test_q_at_a_rubric_prompt_ends_the_session_and_keeps_the_answers(monkeypatch
                     monkeypatch, capsys)
     assert code == 0 and "type y or n" not in cap.out and "session ended" in cap.out
     assert json.loads(state.state_path().read_text())["cards"]["08"]["right"] == 2
+
+
+def _bubble_script():
+    return iter(["7/16", "7/23", "y", "y", "y"])
+
+
+def test_an_unwritable_record_loses_nothing(monkeypatch, tmp_path):
+    """The folder cannot be written: the session runs to the end, says so once, and writes its cards to a
+    fallback file (before, it crashed at the save and lost the card)."""
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    real_mkstemp = tempfile.mkstemp
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)  # the record's temporary file cannot be created
+    fallback_dir = tmp_path / "fallback"
+    fallback_dir.mkdir()
+    monkeypatch.setattr(state, "save_fallback", lambda data: _fallback(data, fallback_dir, real_mkstemp))
+    out, script = [], _bubble_script()
+    results = Session(["08"], seed=None, read=lambda p: next(script), write=out.append).run()
+    text = "\n".join(out)
+    assert results[0].finished and "could not save your practice record" in text
+    assert text.count("note: could not save") == 1
+    saved = json.loads(next(fallback_dir.iterdir()).read_text())
+    assert saved["cards"]["08"]["right"] == 2 and saved["sessions"][0]["cards"] == ["08"]
+    assert "this session's record is in" in text and "progress saved" not in text
+
+
+def _fallback(data, folder, mkstemp):
+    fd, name = mkstemp(dir=folder, suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    return name
+
+
+def test_when_even_the_fallback_fails_the_record_is_printed(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(state, "update", refuse)
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    out, script = [], _bubble_script()
+    Session(["08"], seed=None, read=lambda p: next(script), write=out.append).run()
+    text = "\n".join(out)
+    printed = json.loads(text[text.index("this session's record:\n") + len("this session's record:\n"):])
+    assert printed["cards"]["08"]["attempts"] == 1
+
+
+def test_a_record_that_cannot_be_read_is_kept_and_the_session_goes_on(monkeypatch, capsys):
+    old = state.empty()
+    state.record_card(old, "01", 1, 0, 1.0, [], seed=1)
+    path = state.save(old)
+    path.write_bytes(b"\xff\xfe not a record")
+    code, cap = run(["--session", "08", "--fixed"], ["7/16", "7/23", "y", "y", "y"], monkeypatch, capsys)
+    assert code == 0 and "note: " in cap.out and "moved it to" in cap.out
+    assert path.with_name("practice.json.corrupt").read_bytes() == b"\xff\xfe not a record"
+    assert json.loads(path.read_text())["cards"]["08"]["score"] == 1.0
+
+
+def test_two_sessions_at_once_keep_both_cards():
+    """Session A loads, B runs a whole card and saves while A waits at a prompt, then A saves: both cards stay."""
+    out_b, script_b = [], iter(["0.5", "s", "s", "n", "n", "n"])
+    script_a = iter(["7/16", "7/23", "y", "y", "y"])
+
+    def read_a(prompt):
+        if "ideal" in prompt and not out_b:  # A's first prompt: B runs now, from start to end
+            Session(["01"], seed=None, read=lambda p: next(script_b), write=out_b.append).run()
+        return next(script_a)
+
+    Session(["08"], seed=None, read=read_a, write=lambda _: None).run()
+    data = json.loads(state.state_path().read_text())
+    assert set(data["cards"]) == {"01", "08"} and len(data["sessions"]) == 2
+
+
+def test_a_state_folder_that_cannot_be_created_loses_nothing(tmp_path):
+    """A real failure, no monkeypatching: on Linux /proc/self takes no new folder (on other systems a read-only
+    folder, where the user is not root)."""
+    if sys.platform.startswith("linux"):
+        home = "/proc/self"
+    else:
+        home = tmp_path / "ro"
+        home.mkdir()
+        home.chmod(0o500)
+        if os.access(home, os.W_OK):
+            pytest.skip("running as a user who can write a read-only folder, off Linux")
+    env = {**os.environ, "XDG_STATE_HOME": str(home), "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "ringlab", "practice", "--session", "08", "--fixed"],
+                          input="7/16\n7/23\ny\ny\ny\n", capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "this session's record is in" in proc.stdout and "Traceback" not in proc.stderr
+    saved = json.loads(next(tmp_path.glob("ringlab-practice-*.json")).read_text())
+    assert saved["cards"]["08"]["right"] == 2

@@ -15,6 +15,7 @@ def test_every_preset_cites_a_source_and_describes_itself_in_gbps_and_gbytes():
 
 @pytest.mark.parametrize("name, gpus, per_gpu, node_net", [
     ("dgx-h100", 8, 450e9, 400e9),  # NVLink 4 900 GB/s both ways; 8 x 400 Gb/s
+    ("dgx-a100", 8, 300e9, 200e9),  # NVLink 3 600 GB/s both ways; 8 x HDR 200 Gb/s
     ("hgx-h200", 8, 450e9, 400e9),
     ("dgx-b200", 8, 900e9, 400e9),  # NVLink 5 1.8 TB/s both ways
     ("gb200-nvl72", 72, 900e9, 72 * 50e9),

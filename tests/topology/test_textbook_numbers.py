@@ -97,7 +97,7 @@ def test_p2_seven_b_ddp_and_fsdp_at_64_h100s_on_the_cluster():
 
 
 @pytest.mark.parametrize("preset, nodes", [("dgx-h100", 2), ("dgx-h100", 8), ("dgx-b200", 2), ("gb200-nvl72", 2),
-                                           ("hgx-h200", 1), ("dgx-b200", 1)])
+                                           ("hgx-h200", 1), ("dgx-b200", 1), ("dgx-a100", 2)])
 def test_ex16_closed_form_agrees_with_the_routed_model(preset, nodes):
     from pathlib import Path
 

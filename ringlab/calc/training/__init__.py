@@ -7,6 +7,8 @@ Modules (each documents its formulas and their sources):
 ``memory``       parameters, gradients and optimizer states per GPU under ZeRO 0-3 / FSDP
 ``activations``  activation memory per layer (Korthikanti et al. 2022) and per GPU under the pipeline schedule
 ``traffic``      bytes per step per parallel dimension and collective
+``kernels``      bytes of the memory-bound kernels per layer (norms, softmax, dropout, residual adds, ...) and of
+                 the optimizer step
 ``step``         step time and MFU on a ``ringlab.topology`` cluster
 ``plan``         :func:`~ringlab.calc.training.plan.train_plan`: all of the above for one configuration
                  (what ``ringlab calc train`` prints)

@@ -75,6 +75,18 @@ def _keys(layer: LayerSpec, seq_len: int) -> int:
     return seq_len
 
 
+def activation_bytes_per_value(act_dtype: str) -> int:
+    """Bytes per activation value of ``act_dtype`` (fp32 4, bf16/fp16 2, fp8 1). Raises ValueError naming
+    ``act_dtype`` for a sub-byte type (int4, fp4: half a byte): saved activations and their messages are
+    counted here in whole bytes, and a 4-bit tensor's scales (one per block of 16 or 32 values) are
+    not modelled, so such a count would be wrong rather than rounded."""
+    size = dtype_bytes(act_dtype)
+    if size != int(size):
+        raise ValueError(f"act_dtype {act_dtype!r} is sub-byte ({size} B per value, plus per-block scales): "
+                         "activations are counted in whole bytes; use fp8, bf16, fp16 or fp32")
+    return int(size)
+
+
 def layer_activation_bytes(model: ModelConfig, layer: LayerSpec, seq_len: int, micro_batch: int,
                            layout: ParallelLayout = ParallelLayout(), recompute: str = "none",
                            dropout: bool = True, act_dtype: str = "bf16", load_imbalance: float = 1.0,
@@ -91,7 +103,7 @@ def layer_activation_bytes(model: ModelConfig, layer: LayerSpec, seq_len: int, m
     if layer.mixer in ("mamba", "linear_attention"):
         raise ValueError(f"{model.name}: activation memory of {layer.mixer} mixers is not modelled")
     t, cp = layout.tp, layout.cp
-    e = int(dtype_bytes(act_dtype))
+    e = activation_bytes_per_value(act_dtype)
     mask = 1 if dropout else 0
     tokens = micro_batch * (seq_len // cp)
     h = model.hidden_size
@@ -166,7 +178,7 @@ def stage_activation_bytes(model: ModelConfig, layout: ParallelLayout, batch: Ba
     else:
         flight = peak_in_flight(p, m, "interleaved-1f1b" if v > 1 else "1f1b", v).tolist()
     t, sp = layout.tp, layout.sequence_parallel
-    e = int(dtype_bytes(act_dtype))
+    e = activation_bytes_per_value(act_dtype)
     tokens = batch.micro_batch * (batch.seq_len // layout.cp)
     h = model.hidden_size
     out = []

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ringlab.calc.kvcache import attention_heads_per_rank
 from ringlab.calc.models import ModelConfig
 from ringlab.calc.parsing import check_bool, check_int
 
 _MAX_DEGREE = 1 << 20
+MAX_WORLD_SIZE = 1 << 22  # GPUs (dp x tp x pp x cp): 4.2 M, ten times the largest clusters built (2025)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class ParallelLayout:
         for name in ("dp", "tp", "pp", "cp", "ep", "virtual_stages"):
             object.__setattr__(self, name, check_int(getattr(self, name), name, min=1, max=_MAX_DEGREE))
         object.__setattr__(self, "sequence_parallel", check_bool(self.sequence_parallel, "sequence_parallel"))
+        if self.world_size > MAX_WORLD_SIZE:
+            raise ValueError(f"dp x tp x pp x cp = {self.dp:,} x {self.tp:,} x {self.pp:,} x {self.cp:,} = "
+                             f"{self.world_size:,} GPUs, above {MAX_WORLD_SIZE:,}: check the degrees")
         if (self.dp * self.cp) % self.ep:
             raise ValueError(f"ep ({self.ep}) must divide dp x cp = {self.dp} x {self.cp} = {self.dp * self.cp}: "
                              "expert-parallel ranks are carved out of the data- and context-parallel ranks")
@@ -110,9 +115,10 @@ def check_layout(model: ModelConfig, layout: ParallelLayout, seq_len: int, micro
                  global_batch: int) -> Batch:
     """Check that ``layout`` can run ``model`` on this batch; return the :class:`Batch`.
 
-    Rules (Megatron-LM's argument checks, ``megatron/training/arguments.py``): tp divides
-    num_attention_heads, and num_key_value_heads divides or is divided by tp (KV heads are replicated
-    when tp exceeds them); pp x virtual_stages model chunks at most num_hidden_layers (uneven splits: see
+    Rules (Megatron-LM's argument checks, ``megatron/training/arguments.py``): the tensor-parallel rule
+    of :func:`ringlab.calc.kvcache.attention_heads_per_rank` (tp divides num_attention_heads; each
+    attention layer's KV heads divide or are divided by tp; MLA has no KV-head condition); a learned
+    position table is at least seq_len long (:func:`check_positions`); pp x virtual_stages model chunks at most num_hidden_layers (uneven splits: see
     :func:`chunk_layer_counts`); cp > 1 needs seq_len divisible
     by 2 cp (load-balanced causal chunks), sequence parallelism needs seq_len / cp divisible by tp;
     micro_batch x dp divides global_batch; interleaving needs the number of micro-batches divisible by pp;
@@ -121,11 +127,9 @@ def check_layout(model: ModelConfig, layout: ParallelLayout, seq_len: int, micro
     s = check_int(seq_len, "seq_len", min=1)
     b = check_int(micro_batch, "micro_batch", min=1)
     gb = check_int(global_batch, "global_batch", min=1)
-    t, heads, kv = layout.tp, model.num_attention_heads, model.num_key_value_heads
-    if heads % t:
-        raise ValueError(f"tp={t} must divide num_attention_heads={heads} of {model.name}")
-    if kv % t and t % kv:
-        raise ValueError(f"tp={t} and num_key_value_heads={kv} of {model.name}: one must divide the other")
+    t = layout.tp
+    attention_heads_per_rank(model, t)
+    check_positions(model, s)
     chunks = layout.pp * layout.virtual_stages
     if model.num_hidden_layers < chunks:
         raise ValueError(f"pp x virtual_stages = {layout.pp} x {layout.virtual_stages} = {chunks} model chunks "
@@ -144,6 +148,29 @@ def check_layout(model: ModelConfig, layout: ParallelLayout, seq_len: int, micro
     if model.is_moe and model.num_experts % layout.ep:
         raise ValueError(f"ep={layout.ep} must divide the {model.num_experts} routed experts of {model.name}")
     return Batch(s, b, gb, m)
+
+
+def check_positions(model: ModelConfig, seq_len: int) -> str | None:
+    """Whether ``model`` has positions for ``seq_len`` tokens: None when it has, a note when it may extrapolate.
+
+    Learned absolute positions (GPT-2's ``n_positions``, OPT's ``max_position_embeddings``; the table is
+    ``model.position_embeddings`` rows) have no row past ``max_position_embeddings``: ValueError naming
+    both numbers, as Megatron-LM asserts ``max_position_embeddings >= seq_length`` (``validate_args``).
+    Rotary and other relative schemes have no table, so a longer sequence is accepted with a note
+    (RoPE scaling or long-context training extend them; memory and traffic do not depend on it).
+    """
+    limit = model.max_position_embeddings
+    if model.position_embeddings:
+        limit = limit or model.position_embeddings
+        if seq_len > limit:
+            raise ValueError(f"seq_len={seq_len:,} exceeds max_position_embeddings={limit:,} of {model.name}: its "
+                             f"learned position table has no row past position {limit:,}")
+        return None
+    if limit is not None and seq_len > limit:
+        return (f"seq_len {seq_len:,} is above max_position_embeddings {limit:,} of {model.name}: its positions "
+                "are not a learned table (RoPE or relative), so they extrapolate, as under RoPE scaling or "
+                "long-context training; memory and traffic do not depend on it")
+    return None
 
 
 def chunk_layer_counts(num_layers: int, chunks: int) -> tuple[int, ...]:

@@ -21,6 +21,12 @@ Sharding of model states over the data-parallel group: :func:`ringlab.calc.comm.
 ``fsdp_shard_grad_op``, ``fsdp_full_shard`` = ``zero3``). Dense parameters are sharded over dp x cp,
 expert parameters over the expert-data-parallel group (:class:`~ringlab.calc.training.layout.ParallelLayout`).
 
+Gradient accumulation (:func:`resolve_no_sync`): the strategies that shard gradients (zero2, zero3 and the
+FSDP ones) reduce-scatter them in every micro-batch, so each GPU accumulates only its shard and the ZeRO
+paper's Figure 1 holds for any number of micro-batches: stage 3 keeps (2 + 2 + 12) Psi / N. FSDP's
+``no_sync`` is a separate choice (whole gradients until the last micro-batch, one reduce-scatter per step);
+DeepSpeed refuses it with stages 2 and 3.
+
 Bytes per parameter (mixed-precision Adam; ZeRO paper sec. 3.1: 2 + 2 + 12 = 16):
 ``param_dtype`` weights (bf16: 2), ``grad_dtype`` gradients (bf16: 2), fp32 master weights (4, unless
 ``master_weights=False``, e.g. pure-bf16 training), Adam's two moments in ``optimizer_dtype`` (fp32: 4 + 4).
@@ -35,7 +41,7 @@ import math
 from dataclasses import dataclass
 
 from ringlab.calc.comm import canonical_strategy, grad_comm_bytes
-from ringlab.calc.kvcache import kv_heads_per_rank
+from ringlab.calc.kvcache import attention_heads_per_rank, kv_heads_per_rank
 from ringlab.calc.layers import LayerSpec
 from ringlab.calc.models import ModelConfig
 from ringlab.calc.params import mixer_param_count, mlp_param_count, norm_param_count
@@ -59,10 +65,10 @@ class StageParams:
 
 
 def _tp_attention_params(model: ModelConfig, layer: LayerSpec, tp: int) -> int:
-    if layer.mixer == "mla":
-        return mixer_param_count(dataclasses.replace(model, num_attention_heads=model.num_attention_heads // tp), layer)
+    heads = attention_heads_per_rank(model, tp)
+    if layer.mixer == "mla":  # no KV heads to split: the shard is the model with its heads per rank
+        return mixer_param_count(dataclasses.replace(model, num_attention_heads=heads, num_key_value_heads=heads), layer)
     kv = kv_heads_per_rank(model, tp) if layer.kv_heads == model.num_key_value_heads else max(1, layer.kv_heads // tp)
-    heads = model.num_attention_heads // tp
     shard = dataclasses.replace(model, num_attention_heads=heads, num_key_value_heads=kv)
     return mixer_param_count(shard, dataclasses.replace(layer, kv_heads=kv))
 
@@ -163,19 +169,48 @@ class Precision:
         return (4 if self.master_weights else 0) + 2 * int(dtype_bytes(self.optimizer_dtype))
 
 
+_SHARDED_GRADIENTS = ("zero2", "fsdp_shard_grad_op", "fsdp_full_shard")
+
+
+def resolve_no_sync(strategy: str, no_sync: bool | None = None) -> bool:
+    """Whether the data-parallel gradient collective runs only in the last micro-batch of a step (bool).
+
+    ``no_sync=None`` (default) picks what each strategy does: ddp and zero1 reduce once per step (DDP's
+    ``no_sync``, Megatron's distributed optimizer; their gradients are whole either way); zero2, zero3 and
+    the FSDP strategies reduce-scatter in every micro-batch, which is what keeps their gradients sharded
+    (ZeRO paper sec. 5.2; DeepSpeed reduces at every micro-step). ``True`` with an FSDP strategy is torch's
+    ``no_sync()`` / ``set_requires_gradient_sync(False)``: whole gradients until the last micro-batch.
+    ``True`` with zero2 or zero3 (the DeepSpeed names) raises ValueError: DeepSpeed refuses it
+    (``deepspeed/runtime/engine.py``, ``DeepSpeedEngine.no_sync`` asserts that gradients are not
+    partitioned). ``False`` with ddp all-reduces in every micro-batch; zero1 reduces once either way.
+    """
+    canonical = canonical_strategy(strategy)
+    if no_sync is None:
+        return canonical not in _SHARDED_GRADIENTS
+    no_sync = check_bool(no_sync, "no_sync")
+    deepspeed_name = strategy.strip().lower().replace("-", "_").startswith("zero")
+    if no_sync and canonical in _SHARDED_GRADIENTS and deepspeed_name:
+        raise ValueError(f"no_sync with {strategy}: DeepSpeed ZeRO stages 2 and 3 partition gradients and reduce "
+                         "them in every micro-batch (DeepSpeedEngine.no_sync refuses); FSDP's no_sync keeps whole "
+                         "gradients instead: use fsdp_shard_grad_op or fsdp_full_shard")
+    return no_sync
+
+
 def sharded_state_bytes(n_params: int, group_size: int, strategy: str, precision: Precision,
-                        microbatches: int = 1) -> tuple[int, int, int]:
+                        microbatches: int = 1, no_sync: bool | None = None) -> tuple[int, int, int]:
     """``(params, grads, optimizer)`` bytes per GPU for ``n_params`` sharded over ``group_size`` ranks.
 
     The sharding is ``grad_comm_bytes(strategy, ...).memory`` (ceil(n / N) elements per shard); gradients
     are rescaled to ``grad_dtype`` and the fp32 accumulation buffer follows the gradients' sharding.
+    ``microbatches`` and ``no_sync``: gradient accumulation (:func:`resolve_no_sync`).
     ZeRO paper fig. 1 (7.5e9 params, N = 64, 2 + 2 + 12): 120 GB, 31.4 GB, 16.6 GB, 1.9 GB for
-    ddp, zero1, zero2, zero3. Returns zeros for ``n_params == 0``.
+    ddp, zero1, zero2, zero3, at any number of micro-batches. Returns zeros for ``n_params == 0``.
     """
+    sync = resolve_no_sync(strategy, no_sync)
     if n_params == 0:
         return 0, 0, 0
     mem = grad_comm_bytes(strategy, n_params, group_size, precision.param_dtype, grad_accum_steps=microbatches,
-                          optimizer_bytes_per_param=precision.optimizer_bytes_per_param).memory
+                          no_sync=sync, optimizer_bytes_per_param=precision.optimizer_bytes_per_param).memory
     p_size = int(dtype_bytes(precision.param_dtype))
     grad_elems = mem.grads // p_size
     grads = grad_elems * int(dtype_bytes(precision.grad_dtype)) + (4 * grad_elems if precision.fp32_grad_accum else 0)
@@ -183,20 +218,23 @@ def sharded_state_bytes(n_params: int, group_size: int, strategy: str, precision
 
 
 def model_state_memory(model: ModelConfig, layout: ParallelLayout, strategy: str = "ddp",
-                       precision: Precision = Precision(), microbatches: int = 1) -> tuple[ModelStates, ...]:
+                       precision: Precision = Precision(), microbatches: int = 1,
+                       no_sync: bool | None = None) -> tuple[ModelStates, ...]:
     """Model-state bytes per GPU for every pipeline stage (tuple of ``pp`` :class:`ModelStates`).
 
     Dense parameters are sharded over dp x cp, expert parameters over expert-dp (:func:`sharded_state_bytes`).
-    ``microbatches`` is passed to ``grad_comm_bytes`` (FSDP with no_sync keeps full gradients across them).
-    Raises ValueError for an unknown strategy (accepted: ``ringlab.calc.comm.STRATEGIES``).
+    ``microbatches`` and ``no_sync``: gradient accumulation (:func:`resolve_no_sync`; only FSDP's no_sync
+    keeps whole gradients across micro-batches). Raises ValueError for an unknown strategy (accepted:
+    ``ringlab.calc.comm.STRATEGIES``) or no_sync with zero2 / zero3.
     """
+    no_sync = resolve_no_sync(strategy, no_sync)
     strategy = canonical_strategy(strategy)
     if strategy == "hybrid_shard":
         raise ValueError("strategy hybrid_shard is not modelled with tp/pp/cp; use ddp, zero1, zero2, "
                          "fsdp_shard_grad_op or fsdp_full_shard (zero3)")
     out = []
     for sp in stage_params(model, layout):
-        d = sharded_state_bytes(sp.dense, layout.grad_group, strategy, precision, microbatches)
-        e = sharded_state_bytes(sp.expert, layout.expert_dp, strategy, precision, microbatches)
+        d = sharded_state_bytes(sp.dense, layout.grad_group, strategy, precision, microbatches, no_sync)
+        e = sharded_state_bytes(sp.expert, layout.expert_dp, strategy, precision, microbatches, no_sync)
         out.append(ModelStates(sp.stage, sp.total, d[0] + e[0], d[1] + e[1], d[2] + e[2]))
     return tuple(out)

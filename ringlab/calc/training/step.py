@@ -16,9 +16,15 @@ and NIC parts.
 
 Time of one step on the busiest pipeline stage (every term in seconds):
 
-- compute: the stage's forward + backward (+ recompute) FLOPs per micro-batch on one GPU (layers / (tp x cp),
-  LM head / tp) at ``compute_efficiency`` x the dense peak, times m micro-batches;
-- pipeline bubble: ``ringlab.calc.pipeline.bubble_fraction`` x that (1F1B; interleaved with v > 1);
+- compute (the matmuls): the stage's forward + backward (+ recompute) FLOPs per micro-batch on one GPU
+  (layers / (tp x cp), LM head / tp) at ``compute_efficiency`` x the dense peak, times m micro-batches;
+- memory-bound kernels: norms, softmax, dropout, residual adds, activation functions, rotary embeddings
+  and the loss move the bytes of :mod:`ringlab.calc.training.kernels` per micro-batch (forward, backward and
+  what recomputation re-runs), and the optimizer step its bytes per parameter this GPU updates; their time
+  is bytes / HBM bandwidth (:func:`ringlab.calc.roofline.roofline`: a few FLOPs per byte is far below any
+  GPU's ridge point). They run between the matmuls, so no efficiency factor hides them;
+- pipeline bubble: ``ringlab.calc.pipeline.bubble_fraction`` x the micro-batches' matmul and memory-bound
+  time (1F1B; interleaved with v > 1);
 - TP and EP collectives: on the critical path, not overlapped (Megatron runs them between the matmuls
   that need them);
 - CP: each K/V pass hides behind the attention compute of the same ring step; the excess is exposed;
@@ -27,10 +33,14 @@ Time of one step on the busiest pipeline stage (every term in seconds):
 - DP: gradient reduction and parameter gathers hide behind one micro-batch's compute (DDP / ZeRO: the last
   backward and the next forward), or every micro-batch's (FSDP, prefetching per unit); the excess is exposed.
 
+:meth:`StepTime.breakdown` sums these as matmul, memory-bound, exposed communication and bubble.
+
 MFU = model FLOPs (6ND + attention, :func:`ringlab.calc.training.flops.step_flops`) / (step time x GPUs x
 peak); HFU counts recomputation too (Chowdhery et al. 2022, app. B). ``compute_efficiency`` (default
 0.75) is an assumption: the fraction of the datasheet's dense peak large bf16 GEMMs reach (cuBLAS on
-H100 SXM sustains roughly 700-750 of 989 TFLOP/s on large shapes); it is not measured here.
+H100 SXM sustains roughly 700-750 of 989 TFLOP/s on large shapes); it is not measured here. Checked against
+Narayanan et al. 2021, Table 1 (GPT 18B-1T on DGX A100 clusters, ``dgx-a100``): the paper's percent of peak,
+which counts the recomputed forward, is ringlab's HFU (tests/calc/training/test_errata_30_step.py).
 """
 
 from __future__ import annotations
@@ -43,13 +53,18 @@ from ringlab.calc.hardware import Hardware, get_hardware, peak_flops
 from ringlab.calc.models import ModelConfig
 from ringlab.calc.parsing import check_real
 from ringlab.calc.pipeline import bubble_fraction
+from ringlab.calc.roofline import roofline
 from ringlab.calc.training.flops import lm_head_flops, model_layer_flops, step_flops
+from ringlab.calc.training.kernels import kernel_bytes, layer_kernels, optimizer_bytes_per_param, output_kernels
 from ringlab.calc.training.layout import Batch, ParallelLayout, stage_layers
+from ringlab.calc.training.memory import Precision, model_state_memory
 from ringlab.calc.training.traffic import TrafficItem
 
+MIN_EFFICIENCY = 0.01  # of dense peak: below 1% a step time is hours and MFU rounds to nothing (a typo, 1e-320)
+
 # Topology preset -> the GPU it is built from (the presets' datasheets, ringlab.topology.presets).
-PRESET_HARDWARE = {"dgx-h100": "h100-sxm", "hgx-h200": "h200", "dgx-b200": "b200", "gb200-nvl72": "gb200",
-                   "mi300x-platform": "mi300x", "pcie-8gpu": "l40s", "aws-p5": "h100-sxm"}
+PRESET_HARDWARE = {"dgx-h100": "h100-sxm", "dgx-a100": "a100-sxm-80gb", "hgx-h200": "h200", "dgx-b200": "b200",
+                   "gb200-nvl72": "gb200", "mi300x-platform": "mi300x", "pcie-8gpu": "l40s", "aws-p5": "h100-sxm"}
 
 _RING = ("all_reduce", "reduce_scatter", "all_gather")
 
@@ -137,10 +152,15 @@ def item_seconds(item: TrafficItem, layout: ParallelLayout, cluster) -> float:
 
 @dataclass(frozen=True)
 class StepTime:
-    """Seconds of one optimizer step on the busiest stage, by term (module docstring), and utilisation."""
+    """Seconds of one optimizer step on the busiest stage, by term (module docstring), and utilisation.
+
+    ``compute``: the matmuls; ``memory_bound``: the memory-bound kernels and the optimizer step, moving
+    ``memory_bound_bytes`` at ``hbm_bandwidth`` (B/s) of ``hardware``.
+    """
 
     stage: int
     compute: float
+    memory_bound: float
     bubble: float
     tp: float
     ep: float
@@ -151,10 +171,23 @@ class StepTime:
     hardware_flops: int
     world_size: int
     peak_flops: float
+    hardware: str
+    hbm_bandwidth: float
+    memory_bound_bytes: int
+
+    @property
+    def exposed_communication(self) -> float:
+        """Seconds the GPU waits on communication: TP and EP in full, the exposed parts of CP, PP and DP."""
+        return self.tp + self.ep + self.cp_exposed + self.pp_exposed + self.dp_exposed
+
+    def breakdown(self) -> dict[str, float]:
+        """The step in four parts (seconds): ``matmul``, ``memory_bound``, ``exposed_communication``, ``bubble``."""
+        return {"matmul": self.compute, "memory_bound": self.memory_bound,
+                "exposed_communication": self.exposed_communication, "bubble": self.bubble}
 
     @property
     def step_time(self) -> float:
-        return self.compute + self.bubble + self.tp + self.ep + self.cp_exposed + self.pp_exposed + self.dp_exposed
+        return self.compute + self.memory_bound + self.bubble + self.exposed_communication
 
     @property
     def mfu(self) -> float:
@@ -168,6 +201,11 @@ class StepTime:
     def tflops_per_gpu(self) -> float:
         """Model TFLOP/s per GPU (what Llama 3's Table 4 and Megatron's tables print, without recompute)."""
         return self.model_flops / self.step_time / self.world_size / 1e12
+
+
+def _memory_seconds(nbytes: int, hw: Hardware) -> float:
+    """Seconds ``nbytes`` of memory-bound traffic take on ``hw``: the roofline with their FLOPs left out."""
+    return roofline(0, nbytes, hw).memory_time_s if nbytes else 0.0
 
 
 def resolve_cluster(topology, world_size: int):
@@ -185,34 +223,50 @@ def resolve_cluster(topology, world_size: int):
 
 def step_time(model: ModelConfig, layout: ParallelLayout, batch: Batch, traffic_by_stage, topology,
               hardware: str | Hardware | None = None, recompute: str = "none", strategy: str = "ddp",
-              compute_efficiency: float = 0.75, dtype: str = "bf16", causal: bool = False) -> StepTime:
+              compute_efficiency: float = 0.75, dtype: str = "bf16", causal: bool = False,
+              dropout: bool = False, flash_attention: bool = True, act_dtype: str = "bf16",
+              precision: Precision = Precision()) -> StepTime:
     """Estimate one step (module docstring) from the per-stage traffic (``stage_traffic`` of every stage).
 
     ``topology``: a ``ringlab.topology`` preset name or Cluster; ``hardware``: its GPU (default from
-    :data:`PRESET_HARDWARE`); ``dtype``: of the matmuls (peak FLOP/s). Raises ValueError for a topology
-    whose GPU is unknown (pass ``hardware``), an efficiency outside (0, 1], or a layout that does not
-    tile the cluster's nodes.
+    :data:`PRESET_HARDWARE`); ``dtype``: of the matmuls (peak FLOP/s). ``dropout``, ``flash_attention``,
+    ``act_dtype`` and ``precision`` size the memory-bound kernels and the optimizer step
+    (:mod:`ringlab.calc.training.kernels`), as ``train_plan`` passes them. Raises ValueError for a topology
+    whose GPU is unknown (pass ``hardware``), an efficiency outside [:data:`MIN_EFFICIENCY`, 1], or a layout
+    that does not tile the cluster's nodes.
     """
-    eff = check_real(compute_efficiency, "compute_efficiency", min=0, max=1, min_open=True)
+    eff = check_real(compute_efficiency, "compute_efficiency", min=MIN_EFFICIENCY, max=1)
     cluster = resolve_cluster(topology, layout.world_size)
     if hardware is None:
         base = cluster.name.split(" ")[0]
         if base not in PRESET_HARDWARE:
             raise ValueError(f"topology {cluster.name!r}: name its GPU with hardware=")
         hardware = PRESET_HARDWARE[base]
-    peak = peak_flops(get_hardware(hardware), dtype)
+    hw = get_hardware(hardware)
+    peak = peak_flops(hw, dtype)
     rate = peak * eff
     t, cp, p, v, m = layout.tp, layout.cp, layout.pp, layout.virtual_stages, batch.num_microbatches
     per_layer = model_layer_flops(model, batch.seq_len, batch.micro_batch, causal)
     head = lm_head_flops(model, batch.seq_len, batch.micro_batch)
     bubble_frac = bubble_fraction(p, m, "interleaved-1f1b" if v > 1 else "1f1b", v) if p > 1 else 0.0
-    fsdp = canonical_strategy(strategy).startswith("fsdp")
+    canonical_strategy(strategy)  # an unknown name raises; how DP overlaps is read from the traffic below
+    states = model_state_memory(model, layout, strategy, precision, m)
     best = None
     for stage, indices in enumerate(stage_layers(model, layout)):
         layers = [per_layer[i] for i in indices]
         fwd = sum(x.forward for x in layers) / (t * cp) + (head / t / cp if stage == p - 1 else 0)
         recomputed = sum(x.recompute(recompute) for x in layers) / (t * cp)
-        t_mb = (3 * fwd + recomputed) / rate
+        kernels = tuple(k for i in indices for k in layer_kernels(model, model.layers[i], batch.seq_len,
+                                                                  batch.micro_batch, layout, dropout,
+                                                                  flash_attention, act_dtype))
+        mb_bytes = kernel_bytes(kernels, recompute)  # recomputation re-runs layers, not the loss
+        if stage == p - 1:
+            mb_bytes += kernel_bytes(output_kernels(model, batch.seq_len, batch.micro_batch, layout, act_dtype))
+        updated = states[stage].optimizer // precision.optimizer_bytes_per_param  # this GPU's parameter shard
+        opt_bytes = updated * optimizer_bytes_per_param(precision)
+        t_matmul = (3 * fwd + recomputed) / rate
+        t_kernels = _memory_seconds(mb_bytes, hw)
+        t_mb = t_matmul + t_kernels
         t_attention = m * sum(3 * x.attention for x in layers) / (t * cp) / rate
         times = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "pp": 0.0, "dp": 0.0}
         for item in traffic_by_stage[stage]:
@@ -220,11 +274,15 @@ def step_time(model: ModelConfig, layout: ParallelLayout, batch: Batch, traffic_
             if item.dim == "pp":
                 seconds = seconds / item.count * (p - 1) / v  # fill or drain: one message per boundary
             times["dp" if item.dim == "edp" else item.dim] += seconds
-        compute = m * t_mb
-        window = t_mb * (m if fsdp else 1)
-        result = StepTime(stage, compute, bubble_frac * compute, times["tp"], times["ep"],
+        # DP collectives that run in every micro-batch's backward (zero2, zero3 / FSDP) hide behind all m of
+        # them; one reduce per step (ddp, zero1, no_sync) only behind the last backward
+        per_micro = any(i.dim in ("dp", "edp") and i.phase == "backward" and i.count >= m
+                        for i in traffic_by_stage[stage])
+        window = t_mb * (m if per_micro else 1)
+        memory_bound = m * t_kernels + _memory_seconds(opt_bytes, hw)
+        result = StepTime(stage, m * t_matmul, memory_bound, bubble_frac * m * t_mb, times["tp"], times["ep"],
                           max(0.0, times["cp"] - t_attention), times["pp"], max(0.0, times["dp"] - window),
-                          0, 0, layout.world_size, peak)
+                          0, 0, layout.world_size, peak, hw.name, hw.hbm_bandwidth, m * mb_bytes + opt_bytes)
         if best is None or result.step_time > best.step_time:
             best = result
     flops = step_flops(model, batch.seq_len, batch.global_batch, recompute, causal)

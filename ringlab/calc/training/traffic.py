@@ -15,8 +15,14 @@ micro-batch, message ``a``:
   again for the weight gradient (``megatron/core/tensor_parallel/layers.py``,
   ``LinearWithGradAccumulationAndAsyncCommunication.backward``);
 - full recomputation repeats each forward collective in backward; the first stage's vocab-parallel
-  embedding adds one forward all_reduce (reduce_scatter with SP), the last stage's LM head one backward
-  all_reduce (reduce_scatter with SP, plus a forward all_gather).
+  embedding adds one forward all_reduce, the last stage's LM head one backward all_reduce (of its input
+  gradient). With SP each of these has its sequence-parallel pair: the embedding reduce-scatters its output
+  into sequence shards in forward and all-gathers that gradient in backward (Megatron-Core's
+  ``reduce_scatter_to_sequence_parallel_region``, whose backward is an all-gather); the LM head, a
+  column-parallel linear, all-gathers its input in forward, reduce-scatters the input gradient in backward
+  and all-gathers the input once more for its weight gradient (the same
+  ``LinearWithGradAccumulationAndAsyncCommunication.backward``). Two more backward all-gathers per
+  micro-batch than the blocks alone.
 
 PP (Narayanan et al. 2021 sec. 2.2): per micro-batch a stage sends its output forward and its input
 gradient backward, ``a`` each (``a / tp`` with SP: Megatron sends the sequence shard); with ``v`` virtual
@@ -36,7 +42,8 @@ micro-batch, dispatch and combine all-to-all in forward and both again in backwa
 the mean) scales the busiest rank's bytes.
 
 DP: :func:`ringlab.calc.comm.grad_comm_bytes` of the stage's dense parameters over dp x cp and of its
-expert parameters over the expert-data-parallel group, with ``m`` micro-batches (``grad_accum_steps``);
+expert parameters over the expert-data-parallel group, with ``m`` micro-batches (``grad_accum_steps``) and
+:func:`~ringlab.calc.training.memory.resolve_no_sync` (zero2, zero3 and FSDP reduce-scatter in every micro-batch);
 gradients travel in ``grad_dtype``, parameter all-gathers in ``param_dtype`` (ring bytes scale with the element size).
 """
 
@@ -47,9 +54,10 @@ from dataclasses import dataclass
 from ringlab.calc.comm import grad_comm_bytes, ring_bytes_per_rank
 from ringlab.calc.kvcache import kv_heads_per_rank
 from ringlab.calc.models import ModelConfig
+from ringlab.calc.training.activations import activation_bytes_per_value
 from ringlab.calc.training.flops import check_recompute
 from ringlab.calc.training.layout import Batch, ParallelLayout, stage_layers
-from ringlab.calc.training.memory import Precision, stage_params
+from ringlab.calc.training.memory import Precision, resolve_no_sync, stage_params
 from ringlab.calc.units import dtype_bytes
 from ringlab.collectives import pairwise_all_to_all_bytes
 
@@ -87,12 +95,16 @@ def _ring(dim: str, collective: str, phase: str, n: int, count: int, numel: int,
 
 def stage_traffic(model: ModelConfig, layout: ParallelLayout, batch: Batch, stage: int = 0,
                   strategy: str = "ddp", precision: Precision = Precision(), recompute: str = "none",
-                  load_imbalance: float = 1.0, act_dtype: str = "bf16") -> tuple[TrafficItem, ...]:
+                  load_imbalance: float = 1.0, act_dtype: str = "bf16",
+                  no_sync: bool | None = None) -> tuple[TrafficItem, ...]:
     """Every collective one GPU of pipeline ``stage`` runs in one optimizer step (module docstring).
 
-    Raises ValueError for a stage outside 0..pp-1, ``load_imbalance`` < 1 or above ep, or an unknown recompute.
+    ``no_sync``: gradient accumulation (:func:`~ringlab.calc.training.memory.resolve_no_sync`).
+    Raises ValueError for a stage outside 0..pp-1, ``load_imbalance`` < 1 or above ep, an unknown recompute,
+    or no_sync with zero2 / zero3.
     """
     check_recompute(recompute)
+    no_sync = resolve_no_sync(strategy, no_sync)
     if not 0 <= stage < layout.pp:
         raise ValueError(f"stage must be in 0..{layout.pp - 1}, got {stage}")
     if not 1.0 <= load_imbalance <= max(1, layout.ep):
@@ -100,7 +112,7 @@ def stage_traffic(model: ModelConfig, layout: ParallelLayout, batch: Batch, stag
                          f"got {load_imbalance}")
     t, cp, ep, p, v, m = layout.tp, layout.cp, layout.ep, layout.pp, layout.virtual_stages, batch.num_microbatches
     sp = layout.sequence_parallel
-    e = int(dtype_bytes(act_dtype))
+    e = activation_bytes_per_value(act_dtype)
     tokens = batch.micro_batch * (batch.seq_len // cp)
     hidden = tokens * model.hidden_size  # elements of one micro-batch's hidden states
     layers = [model.layers[i] for i in stage_layers(model, layout)[stage]]
@@ -125,9 +137,13 @@ def stage_traffic(model: ModelConfig, layout: ParallelLayout, batch: Batch, stag
     if stage == 0:
         items.append(_ring("tp", "reduce_scatter" if sp else "all_reduce", "forward", t, m, hidden, e,
                            "vocab-parallel embedding output"))
+        if sp:
+            items.append(_ring("tp", "all_gather", "backward", t, m, hidden, e, "embedding output gradient"))
     if stage == p - 1:
         if sp:
             items.append(_ring("tp", "all_gather", "forward", t, m, hidden, e, "LM head input"))
+            items.append(_ring("tp", "all_gather", "backward", t, m, hidden, e,
+                               "LM head input again, for its weight gradient"))
         items.append(_ring("tp", "reduce_scatter" if sp else "all_reduce", "backward", t, m, hidden, e,
                            "LM head input gradient"))
 
@@ -174,7 +190,7 @@ def stage_traffic(model: ModelConfig, layout: ParallelLayout, batch: Batch, stag
         if n_params == 0 or group == 1:
             continue
         g_size, p_size = int(dtype_bytes(precision.grad_dtype)), int(dtype_bytes(precision.param_dtype))
-        result = grad_comm_bytes(strategy, n_params, group, precision.grad_dtype, grad_accum_steps=m)
+        result = grad_comm_bytes(strategy, n_params, group, precision.grad_dtype, grad_accum_steps=m, no_sync=no_sync)
         for call in result.breakdown:
             scale = (p_size, g_size) if call.collective == "all_gather" else (1, 1)
             what = "parameters" if call.collective == "all_gather" else "gradients"

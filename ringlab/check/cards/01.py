@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ringlab.check.cards import Ask
 
-PARAMS = {"n": 8, "numel": 1_000_003}  # PROBLEMS.md P1: a float32 message that 8 does not divide
+PARAMS = {"n": 8, "numel": 1_000_003}  # the fixed card: a float32 message that 8 does not divide
 WORLD_SIZES = (4, 6, 8, 12, 16, 24, 32, 64, 128)  # one node up to 16 nodes of 8 GPUs; 6 and 12 are not powers of 2
 
 ASKS = (

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from ringlab.check.cards import Ask
+from ringlab.check.cards import Ask, Slip
 
-PARAMS = {"n_params": 7_000_000_000, "n": 64, "meas_s": 0.6}  # PROBLEMS.md P2; 0.6 s an assumed measured time
+PARAMS = {"n_params": 7_000_000_000, "n": 64, "meas_s": 0.6}  # the fixed card; 0.6 s an assumed measured time
 MODELS = ("llama-2-7b", "llama-3-8b", "mistral-7b", "llama-2-13b", "llama-3-70b")  # real configs, >= 5e9 params
 WORLD_SIZES = (16, 32, 64, 128, 256)  # 2 to 32 DGX H100 nodes of 8 GPUs
 
 ASKS = (
     Ask("ddp_bytes", "bytes each GPU sends per step with DDP", unit="B", show="B", world_size="n"),
     Ask("fsdp_bytes", "bytes each GPU sends per step with FSDP FULL_SHARD", unit="B", show="B", world_size="n"),
+)
+SLIPS = (
+    Slip("ddp_bytes", "ag_bytes", "one phase counted: a ring all-reduce is a reduce-scatter plus an all-gather, "
+         "2(N-1)/N x M"),
+    Slip("fsdp_bytes", "sgo_bytes", "one all-gather counted, as SHARD_GRAD_OP / ZeRO-2 does; FULL_SHARD frees the "
+         "gathered parameters after forward and gathers them again in backward"),
 )
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ringlab.check.cards import Ask
+from ringlab.check.cards import Ask, Slip
 
-PARAMS = {"model": "llama-2-70b", "tokens": 4096, "seqs": 32}  # PROBLEMS.md P5
+PARAMS = {"model": "llama-2-70b", "tokens": 4096, "seqs": 32}  # the fixed card's numbers
 # real grouped-query configs with 8 KV heads and no sliding window (the text's GQA and TP claims hold for each)
 MODELS = ("llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "qwen2-72b", "mixtral-8x7b", "falcon-40b")
 TOKENS = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -14,6 +14,9 @@ ASKS = (
     Ask("per_token", "KV-cache bytes per token", unit="B", show="B", rel_tol=0.001),
     Ask("total", "KV cache of the whole batch", unit="B", show="B", world_size="seqs", per="sequence"),
 )
+SLIPS = tuple(Slip(key, wrong, "the {heads} query heads used instead of the {kv_heads} KV heads: only "
+                   "num_key_value_heads are cached") for key, wrong in (("per_token", "wrong_per_token"),
+                                                                        ("total", "wrong")))
 
 
 def values(model: str = "llama-2-70b", tokens: int = 4096, seqs: int = 32) -> dict:
@@ -33,7 +36,7 @@ def values(model: str = "llama-2-70b", tokens: int = 4096, seqs: int = 32) -> di
         "per_token": kv_cache_bytes_per_token(m, "fp16"),
         "per_token_kib": kv_cache_bytes_per_token(m, "fp16") / 2**10, "total": total, "total_gb": total / GB,
         "total_gib": total / GiB, "per_seq_gib": total / seqs / GiB,
-        "wrong": wrong, "wrong_gb": wrong / GB, "wrong_ratio": wrong / total,
+        "wrong": wrong, "wrong_gb": wrong / GB, "wrong_per_token": wrong // (tokens * seqs), "wrong_ratio": wrong / total,
         "mqa_per_token": kv_cache_bytes_per_token(mqa, "fp16"),
         "mqa_gib": kv_cache_bytes(mqa, tokens, seqs, dtype="fp16") / GiB,
         "ds_layers": ds.num_hidden_layers, "ds_rank": ds.kv_lora_rank, "ds_rope": ds.qk_rope_head_dim,

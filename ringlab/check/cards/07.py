@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ringlab.check.cards import Ask
+from ringlab.check.cards import Ask, Slip
 
-PARAMS = {"model": "llama-3-8b", "hw": "h100-sxm", "ctx": 4096, "sla_ms": 20}  # PROBLEMS.md P8
+PARAMS = {"model": "llama-3-8b", "hw": "h100-sxm", "ctx": 4096, "sla_ms": 20}  # the fixed card's numbers
 MODELS = ("llama-3-8b", "llama-2-7b", "llama-2-13b")  # dense, full-context KV (no window), multi-head or GQA
 HARDWARE = ("h100-sxm", "h200", "a100-sxm-80gb", "mi300x", "b200")
 CONTEXTS = (1024, 2048, 4096, 8192)
@@ -12,7 +12,11 @@ SLAS_MS = (15, 20, 25, 30, 40, 50)
 
 ASKS = (
     Ask("t1_ms", "decode step time at batch 1", unit="s", show="ms", rel_tol=0.03),
-    Ask("b_sla", "largest batch within the SLA that fits", unit="1", show="", rel_tol=0.03),
+    Ask("b_sla", "largest batch within the SLA that fits", unit="1", show="", rel_tol=0.03, noun="sequence"),
+)
+SLIPS = (
+    Slip("b_sla", "b_lat", "that is the latency limit alone; the memory holds only {b_mem} sequences at full context"),
+    Slip("b_sla", "b_mem", "that is the memory limit alone; the {sla_ms:.0f} ms SLA allows only {b_lat}"),
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ringlab.check.cards import Ask
 
-PARAMS = {"p": 8, "m": 16}  # PROBLEMS.md P10
+PARAMS = {"p": 8, "m": 16}  # the fixed card's numbers
 STAGES = (2, 4, 8, 16)
 MICRO_PER_STAGE = (2, 3, 4, 6, 8)  # M = k x P: interleaved 1F1B (Megatron-LM) needs M divisible by P
 

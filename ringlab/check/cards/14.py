@@ -3,9 +3,9 @@ fresh models, pools and prompts."""
 
 from __future__ import annotations
 
-from ringlab.check.cards import Ask
+from ringlab.check.cards import Ask, Slip
 
-PARAMS = {"model": "llama-2-7b", "block_size": 16, "pool_gib": 60, "requests": 100, "prompt": 1_000}  # PROBLEMS P13
+PARAMS = {"model": "llama-2-7b", "block_size": 16, "pool_gib": 60, "requests": 100, "prompt": 1_000}  # the fixed card's numbers
 MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b")  # full attention: every layer caches every token
 BLOCK_SIZES = (16, 32)  # vLLM's usual sizes
 POOLS_GIB = (20, 40, 60)  # what is left of an 80 GB GPU after the weights and activations
@@ -13,8 +13,17 @@ REQUESTS = (10, 50, 100, 200)
 
 ASKS = (
     Ask("block_bytes", "bytes of one KV block", unit="B", show="B", rel_tol=0.001),
-    Ask("blocks", "blocks in the pool", unit="1", rel_tol=0),
-    Ask("hits", "blocks saved by sharing the system prompt", unit="1", rel_tol=0),
+    Ask("blocks", "blocks in the pool", unit="1", rel_tol=0, noun="block"),
+    Ask("hits", "blocks saved by sharing the system prompt", unit="1", rel_tol=0, noun="block"),
+)
+SLIPS = (
+    Slip("block_bytes", "per_token", "that is one token's KV; a block holds {block_size} tokens"),
+    Slip("blocks", "tokens", "that is the pool's tokens; a block holds {block_size} of them"),
+    Slip("blocks", "wrong_gb_blocks", "the pool taken as {pool_gib} GB (10^9 B) instead of {pool_gib} GiB (2^30 B)"),
+    Slip("hits", "wrong_partial_hits", "the partial block counted as shared; only the {full} full blocks are shared "
+         "by hash"),
+    Slip("hits", "wrong_first_hits", "the first request counted too; it stores the {full} full blocks, and only the "
+         "requests after it find them"),
 )
 
 
@@ -46,6 +55,8 @@ def values(model: str = "llama-2-7b", block_size: int = 16, pool_gib: int = 60, 
         "full": prompt // bs, "full_tokens": prompt // bs * bs, "tail": prompt % bs,
         "shared_used": shared.num_used_blocks, "per_request": -(-prompt // bs),
         "unshared_used": requests * -(-prompt // bs), "hits": shared.prefix_cache_hits,
+        "wrong_gb_blocks": pool_gib * 10**9 // per_block, "wrong_partial_hits": (requests - 1) * -(-prompt // bs),
+        "wrong_first_hits": requests * (prompt // bs),
         "saved_gib": shared.prefix_cache_hits * per_block / 2**30,
         "n": n, "copies": fork.copies, "fork_used": fork.num_used_blocks,
         "watermark": int(0.01 * blocks), "half_block": bs // 2, "waste_mib": bs // 2 * per_block / bs / 2**20,

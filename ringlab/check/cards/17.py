@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from ringlab.check.cards import Ask
+from ringlab.check.cards import Ask, Slip
 
 ASKS = (
     Ask("act_gb", "activation bytes on one GPU of the first stage at its peak", unit="B", show="GB"),
     Ask("total_gb", "memory of one GPU of the first stage (model states + activations)", unit="B", show="GB"),
+)
+_FLIGHT = "one micro-batch in flight instead of {pp}: 1F1B's first stage holds {pp}"
+_NOSP = "the sequence-parallel saving forgotten: TP alone keeps s b h (10 + 24/t) per layer, {sp_ratio:.1f}x more"
+SLIPS = (
+    Slip("act_gb", "wrong_flight_act_gb", _FLIGHT),
+    Slip("act_gb", "wrong_nosp_act_gb", _NOSP),
+    Slip("total_gb", "wrong_grads_gb", "ZeRO-1 counted as sharding the gradients; it shards only the optimizer state"),
+    Slip("total_gb", "wrong_master_gb", "the fp32 master weights forgotten: Adam keeps 12 B per parameter, not 8"),
+    Slip("total_gb", "wrong_flight_gb", _FLIGHT),
+    Slip("total_gb", "wrong_nosp_gb", _NOSP),
 )
 # GPT-3 175B (Brown et al. 2020, Table 2.1) as Megatron-LM builds it; Korthikanti et al. 2022 train it on TP 8
 HIDDEN, LAYERS, HEADS, SEQ, VOCAB = 12288, 96, 96, 2048, 51200
@@ -64,6 +74,9 @@ def values() -> dict:
         "wrong_grads_gb": (first.total - states.grads + states.grads / DP) / gb,
         "wrong_master_gb": (first.total - states.optimizer + 8 * n / DP) / gb,
         "wrong_flight_gb": (first.total - acts.total + (acts.layers + acts.embedding) / acts.in_flight) / gb,
+        "wrong_flight_act_gb": (acts.total - acts.layers - acts.embedding
+                                + (acts.layers + acts.embedding) / acts.in_flight) / gb,
+        "wrong_nosp_act_gb": no_sp.memory[0].activations.total / gb,
         "tp_only_mb": plain_layer / mb, "sp_ratio": plain_layer / layer_act,
         "wrong_nosp_gb": no_sp.memory[0].total / gb, "tp_once_mb": one_ar.bytes_per_call / mb,
         "ep": mixtral.layout.ep, "ep_tokens": mixtral.batch.seq_len * mixtral.batch.micro_batch,

@@ -20,7 +20,7 @@ BARRIER = _fp("BARRIER", None, None, None)
 
 
 FP_CASES = (
-    [_fp(), _fp(), _fp("BROADCAST"), _fp()],                                  # P6: rank 2 broadcasts
+    [_fp(), _fp(), _fp("BROADCAST"), _fp()],                                  # card 10: rank 2 broadcasts
     [_fp(shape=(25,)), _fp(shape=(25,)), _fp("BROADCAST", (1,), "int64"), _fp(shape=(25,))],
     [_fp(shape=(25,)), _fp("BROADCAST", (1,), "int64")],                      # two ranks: a tie, rank 0 wins
     [BARRIER, BARRIER, BARRIER, _fp()],                                       # rank 3 skipped the barrier

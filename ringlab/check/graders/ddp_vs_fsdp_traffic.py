@@ -100,7 +100,7 @@ def check_fsdp_breakdown(fn, strategy: str, n_params: int, world_size: int, byte
 
 
 def fsdp_cases() -> list[dict]:
-    """The P2 numbers first for each strategy, then N = 1, 2, odd, and large N, other element sizes."""
+    """Card 04's numbers first for each strategy, then N = 1, 2, odd, and large N, other element sizes."""
     shapes = [dict(P2_CASE), {"n_params": 1_000, "world_size": 1, "bytes_per_param": 2},
               {"n_params": 10, "world_size": 2, "bytes_per_param": 4},
               {"n_params": 3 * 1_000_003, "world_size": 3, "bytes_per_param": 2},

@@ -3,7 +3,7 @@
 * 07a ``decode_step_time(batch_size, weight_bytes, kv_bytes_per_sequence, flops_per_token,
   peak_flops, hbm_bandwidth) -> seconds``.
 
-Expected values are written out here from the closed form (PROBLEMS.md P8), never taken from
+Expected values are written out here from the closed form (card 07), never taken from
 ``ringlab.calc``. When an answer is wrong, the grader also evaluates the known wrong formulas (weights
 read per sequence, KV left out, ...) and names the one the answer matches.
 """

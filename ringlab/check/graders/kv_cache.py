@@ -107,7 +107,7 @@ def check_kv_cache(fn, config: dict, tokens: int, batch_size: int, bytes_per_ele
 
 
 def kv_cases() -> list[dict]:
-    """P5 first, then GQA, MQA, windows below/at/above the window, a null window, an explicit head_dim."""
+    """Card 05's case first, then GQA, MQA, windows below/at/above the window, a null window, an explicit head_dim."""
     def case(config, tokens, batch, width=2):
         return {"config": config, "tokens": tokens, "batch_size": batch, "bytes_per_element": width}
 

@@ -2,7 +2,7 @@
 
 * 13a ``ring_bottleneck(nodes, gpus_per_node, nvlink_gbs, nics_per_node, nic_gbps) -> (link, busbw_gbs)``.
 
-Expected values are written out here from the closed form (PROBLEMS.md P12, card 13), not taken from
+Expected values are written out here from the closed form (card 13), not taken from
 ``ringlab.topology``: with one channel per GPU, a GPU's NVLink port carries (G-1)/G of its ring
 traffic and the node's NICs the rest, so busbw is at most ``G/(G-1) x NVLink`` and at most
 ``NICs x Gb/s / 8``; on one node it is the NVLink rate. When an answer is wrong the grader names
@@ -19,8 +19,8 @@ REL_TOL = 1e-9
 
 
 def ring_cases() -> list[dict]:
-    """P12's DGX H100 pair first, then one node, XDR NICs (NVLink binds), A100 with 4 NICs, one GPU per
-    node, GB200 NVL72 racks, a PCIe-class box and an odd GPU count."""
+    """Two DGX H100 nodes (8 GPUs, 8 x 400 Gb/s NICs each) first, then one node, XDR NICs (NVLink binds), A100 with 4 NICs, one GPU per
+    node, GB200 NVL72 racks, a PCIe-class box, an odd GPU count, and two ties (the spec answers "nvlink")."""
     return [
         {"nodes": 2, "gpus_per_node": 8, "nvlink_gbs": 450, "nics_per_node": 8, "nic_gbps": 400},
         {"nodes": 1, "gpus_per_node": 8, "nvlink_gbs": 450, "nics_per_node": 8, "nic_gbps": 400},
@@ -30,6 +30,9 @@ def ring_cases() -> list[dict]:
         {"nodes": 3, "gpus_per_node": 72, "nvlink_gbs": 900, "nics_per_node": 72, "nic_gbps": 400},
         {"nodes": 8, "gpus_per_node": 8, "nvlink_gbs": 32, "nics_per_node": 4, "nic_gbps": 400},
         {"nodes": 2, "gpus_per_node": 3, "nvlink_gbs": 100, "nics_per_node": 3, "nic_gbps": 800},
+        # ties: both links saturate at the same busbw (100 and 200 GB/s, exact in floating point in any order)
+        {"nodes": 2, "gpus_per_node": 2, "nvlink_gbs": 50, "nics_per_node": 1, "nic_gbps": 800},
+        {"nodes": 4, "gpus_per_node": 2, "nvlink_gbs": 100, "nics_per_node": 2, "nic_gbps": 800},
     ]
 
 
@@ -58,7 +61,7 @@ def check_ring(fn, nodes: int, gpus_per_node: int, nvlink_gbs: float, nics_per_n
         want = ("nic", rails)
     else:
         port = nvlink_gbs * g / (g - 1)
-        want = ("nic", rails) if rails < port else ("nvlink", port)
+        want = ("nic", rails) if rails < port and not math.isclose(rails, port, rel_tol=REL_TOL) else ("nvlink", port)
     result = fn(nodes, gpus_per_node, nvlink_gbs, nics_per_node, nic_gbps)
     if not isinstance(result, tuple) or len(result) != 2:
         raise CaseFailure(f"ring_bottleneck should return a tuple (link, busbw_gbs), got {result!r}")
@@ -79,9 +82,11 @@ def check_ring(fn, nodes: int, gpus_per_node: int, nvlink_gbs: float, nics_per_n
         hint = next((f"; {why}" for why, v in known.items() if v != want[1] and math.isclose(busbw, v, rel_tol=REL_TOL)),
                     "")
         raise CaseFailure(f"busbw_gbs should be {want[1]:.6g} GB/s ({want[0]} binds), got {busbw!r}{hint}")
-    tie = nodes > 1 and g > 1 and math.isclose(rails, nvlink_gbs * g / (g - 1), rel_tol=REL_TOL)
-    if link != want[0] and not tie:
-        raise CaseFailure(f"link should be {want[0]!r} at {want[1]:.6g} GB/s, got {link!r}")
+    if link != want[0]:
+        tie = nodes > 1 and g > 1 and math.isclose(rails, nvlink_gbs * g / (g - 1), rel_tol=REL_TOL)
+        why = (f": on a tie (NVLink's G/(G-1) x {nvlink_gbs} and the NICs' {nics_per_node} x {nic_gbps} / 8 both "
+               f"give {want[1]:.6g} GB/s) the spec names 'nvlink'" if tie else "")
+        raise CaseFailure(f"link should be {want[0]!r} at {want[1]:.6g} GB/s, got {link!r}{why}")
 
 
 def _ring(fn):

@@ -4,7 +4,10 @@
 on :class:`ringlab.serving.BlockManager`, and after every call compares what can be compared whatever
 the block ids: the free-block count, each table's length, and which (sequence, index) pairs share a
 physical block. The first difference is explained in terms of the classic bugs: a leak on free, a
-missing copy-on-write, a shared partial block, blocks merged across different prefixes.
+missing copy-on-write, a shared partial block, blocks merged across different prefixes, a block filled
+by ``append_token`` that never gets its key, a failed call that keeps the blocks it took. Programs also
+allocate prompts that continue a live sequence, decoded tokens included, so that a decoded block can be
+found by key.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ from ..engine import CaseFailure, run_grader
 from ..exercise import Exercise
 
 def _decoded(seq, position: int) -> int:
-    """A token no other sequence decodes (so decoding never recreates another sequence's full block)."""
+    """A token no other sequence decodes (so decoding never recreates another sequence's full block).
+
+    ``position`` counts the sequence's tokens at its creation plus every append_token issued on it, failed
+    ones too: a value is never reused at another place, so a drawn prompt that copies a sequence whose
+    append failed cannot meet that sequence's later tokens at the same position."""
     return 100_000 + 1_000 * seq + position
 
 
 def alloc_cases() -> list[dict]:
-    """Fixed programs, one per classic bug, then P13's numbers."""
+    """Fixed programs, one per classic bug, then card 14's numbers."""
     prompt = list(range(1_000))
     return [
         dict(num_blocks=8, block_size=4, ops=[("allocate", 0, [1, 2, 3, 4, 5]), ("free", 0),
@@ -36,6 +43,9 @@ def alloc_cases() -> list[dict]:
                                               ("append", 1), ("allocate", 2, [3] * 40)]),
         dict(num_blocks=4, block_size=2, ops=[("allocate", 0, [1, 2, 3]), ("append", 0), ("append", 0),
                                              ("allocate", 1, [5, 6, 7]), ("free", 0), ("allocate", 1, [5, 6, 7])]),
+        dict(num_blocks=8, block_size=4, ops=[("allocate", 0, [1, 2, 3]), ("append", 0),
+                                             ("allocate", 1, [1, 2, 3, _decoded(0, 3), 7])]),
+        dict(num_blocks=3, block_size=2, ops=[("allocate", 0, [1, 2]), ("allocate", 1, [1, 2, 3, 4, 5, 6, 7])]),
         dict(num_blocks=7_680, block_size=16, ops=[("allocate", i, prompt) for i in range(100)]),
     ]
 
@@ -47,15 +57,21 @@ def alloc_strategy():
     def program(draw):
         block_size = draw(st.integers(1, 4))
         num_blocks = draw(st.integers(2, 16))
-        ops, live, next_id = [], [], 0
+        ops, live, next_id, tokens = [], [], 0, {}  # tokens: what each sequence holds if every call succeeds
         for _ in range(draw(st.integers(1, 14))):
-            kind = draw(st.sampled_from(["allocate", "append", "fork", "free"] if live else ["allocate"]))
-            if kind == "allocate":
-                ops.append(("allocate", next_id, draw(st.lists(st.integers(0, 1), min_size=1, max_size=9))))
+            kind = draw(st.sampled_from(["allocate", "continue", "append", "fork", "free"] if live else ["allocate"]))
+            if kind in ("allocate", "continue"):
+                prompt = draw(st.lists(st.integers(0, 1), min_size=1 if kind == "allocate" else 0, max_size=9))
+                if kind == "continue":  # a new prompt that starts with a live sequence's tokens, decoded ones too
+                    prompt = tokens[draw(st.sampled_from(live))] + prompt
+                ops.append(("allocate", next_id, prompt))
+                tokens[next_id] = list(prompt)
                 live.append(next_id)
                 next_id += 1
             elif kind == "fork":
-                ops.append(("fork", draw(st.sampled_from(live)), next_id))
+                parent = draw(st.sampled_from(live))
+                ops.append(("fork", parent, next_id))
+                tokens[next_id] = list(tokens[parent])
                 live.append(next_id)
                 next_id += 1
             else:
@@ -63,6 +79,8 @@ def alloc_strategy():
                 ops.append((kind, seq))
                 if kind == "free":
                     live.remove(seq)
+                else:
+                    tokens[seq].append(_decoded(seq, len(tokens[seq])))
         return dict(num_blocks=num_blocks, block_size=block_size, ops=ops)
 
     return program()
@@ -77,12 +95,12 @@ def _shares(tables: dict) -> dict:
     return {place: group for group in holders.values() for place in group}
 
 
-def _call(alloc, op, lengths):
+def _call(alloc, op, issued):
     kind, seq = op[0], op[1]
     if kind == "allocate":
         return alloc.allocate(seq, list(op[2]))
     if kind == "append":
-        return alloc.append_token(seq, _decoded(seq, lengths[seq]))
+        return alloc.append_token(seq, _decoded(seq, issued[seq]))
     if kind == "fork":
         return alloc.fork(seq, op[2])
     return alloc.free(seq)
@@ -118,7 +136,8 @@ def check_allocator(cls, num_blocks: int, block_size: int, ops: list) -> None:
 
     ref = BlockManager(num_blocks, block_size)
     mine = cls(num_blocks, block_size)
-    lengths, tokens = {}, {}
+    lengths, tokens, prompts = {}, {}, {}  # prompts: tokens a sequence got by allocate (or its parent's, by fork)
+    issued = {}  # per sequence: tokens at creation + append_token calls made, for _decoded
     for step, op in enumerate(ops):
         where = f"after {_describe_op(op)} (call {step + 1} of {len(ops)})"
         seq = op[1]
@@ -126,12 +145,12 @@ def check_allocator(cls, num_blocks: int, block_size: int, ops: list) -> None:
             continue  # the sequence was never admitted (the pool was full)
         free_before = ref.num_free_blocks
         try:
-            _call(ref, op, lengths)
+            _call(ref, op, issued)
             ref_error = None
         except OutOfBlocksError as exc:
             ref_error = exc
         try:
-            _call(mine, op, lengths)
+            _call(mine, op, issued)
             my_error = None
         except OutOfBlocksError as exc:
             my_error = exc
@@ -141,20 +160,29 @@ def check_allocator(cls, num_blocks: int, block_size: int, ops: list) -> None:
         if my_error and not ref_error:
             raise CaseFailure(f"{where}: you raised OutOfBlocksError, but the {free_before} free blocks were enough: "
                               f"blocks found by key cost nothing, and only a partial block is never shared")
+        if my_error and mine.num_free_blocks != free_before:
+            raise CaseFailure(f"{where}: you raised OutOfBlocksError (right: {ref_error.needed} blocks needed, "
+                              f"{free_before} free) but num_free_blocks went from {free_before} to "
+                              f"{mine.num_free_blocks}: a call that fails must change nothing, so count the blocks "
+                              f"it needs before taking any (or give back the ones taken)")
         if not ref_error:
             if op[0] == "allocate":
-                tokens[seq], lengths[seq] = list(op[2]), len(op[2])
+                tokens[seq], lengths[seq], prompts[seq] = list(op[2]), len(op[2]), len(op[2])
+                issued[seq] = len(op[2])
             elif op[0] == "append":
-                tokens[seq].append(_decoded(seq, lengths[seq]))
+                tokens[seq].append(_decoded(seq, issued[seq]))
                 lengths[seq] += 1
             elif op[0] == "fork":
-                tokens[op[2]], lengths[op[2]] = list(tokens[seq]), lengths[seq]
+                tokens[op[2]], lengths[op[2]], prompts[op[2]] = list(tokens[seq]), lengths[seq], prompts[seq]
+                issued[op[2]] = lengths[seq]
             else:
-                del tokens[seq], lengths[seq]
-        _compare(ref, mine, where, op, lengths, tokens, block_size, num_blocks)
+                del tokens[seq], lengths[seq], prompts[seq]
+        if op[0] == "append":
+            issued[seq] += 1
+        _compare(ref, mine, where, op, lengths, tokens, prompts, block_size, num_blocks)
 
 
-def _compare(ref, mine, where, op, lengths, tokens, block_size, num_blocks) -> None:
+def _compare(ref, mine, where, op, lengths, tokens, prompts, block_size, num_blocks) -> None:
     mine_tables = {}
     for seq in lengths:
         table = mine.block_table(seq)
@@ -176,6 +204,12 @@ def _compare(ref, mine, where, op, lengths, tokens, block_size, num_blocks) -> N
             raise CaseFailure(f"{where}: " + _why_shared(place, other, lengths, tokens, block_size))
         if missing:
             other = sorted(missing)[0]
+            decoded = [s for s, i in (place, other) if (i + 1) * block_size > prompts[s]]
+            if op[0] == "allocate" and decoded:
+                raise CaseFailure(f"{where}: block {place[1]} of sequences {place[0]} and {other[0]} should be one "
+                                  f"physical block: sequence {decoded[0]} filled it with append_token, and a block "
+                                  f"that decoding fills gets its chain key then and becomes shareable like a prompt "
+                                  f"block; you hold two")
             raise CaseFailure(f"{where}: block {place[1]} of sequences {place[0]} and {other[0]} should be one "
                               f"physical block (equal prefix of full blocks, or a fork not yet written), but you "
                               f"hold two")

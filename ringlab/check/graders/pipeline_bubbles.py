@@ -18,7 +18,7 @@ BUBBLE_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 
 
 def bubble_cases() -> list[dict]:
-    """P10 (P=8, M=16) in every schedule and convention, then one stage, one micro-batch, v = 4."""
+    """Card 08 (P=8, M=16) in every schedule and convention, then one stage, one micro-batch, v = 4."""
     cases = [{"stages": 8, "microbatches": 16, "schedule": s, "virtual_stages": 2 if s == "interleaved-1f1b" else 1,
               "relative_to": rel} for s in BUBBLE_SCHEDULES for rel in ("ideal", "total")]
     cases += [

@@ -9,7 +9,8 @@ description, not from a parser: ``transport`` is the inter-node one when there i
 node (RoCE is NCCL's IB verbs transport, answered ``"IB"``), else the intra-node one; ``healthy``
 is no ``#wrong``, no Socket fallback and GDRDMA on every NET connection across nodes, no SHM inside
 one node. The fixed cases are one per classic misreading: the first ``via`` line of a multi-node
-log is intra-node P2P; a wrong count only in the in-place half; GDRDMA on some NICs only.
+log is intra-node P2P; a wrong count only in the in-place half; GDRDMA on some NICs only; ``#wrong``
+printed ``N/A`` by a run with ``-c 0``, which checked nothing and found nothing wrong.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ _NIC_SETUP = {"IB": "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.
 
 
 def nccl_log(nodes: int, gpus_per_node: int, intra: str, inter: str, gdrdma: tuple[bool, ...] = (True, True),
-             wrong: tuple[tuple[int, int], ...] = ((0, 0),) * 4, seed: int = 0) -> str:
+             wrong: tuple[tuple[int, int], ...] = ((0, 0),) * 4, seed: int = 0, checked: bool = True) -> str:
     """The log of rank 0 of one ring all-reduce run, as ``NCCL_DEBUG=INFO all_reduce_perf`` prints it.
 
     ``gdrdma[c]``: whether channel c's NET connections use GPUDirect RDMA (Socket never does);
-    ``wrong[i]``: (out-of-place, in-place) ``#wrong`` of row i (sizes 1 MiB, 2 MiB, ...).
+    ``wrong[i]``: (out-of-place, in-place) ``#wrong`` of row i (sizes 1 MiB, 2 MiB, ...);
+    ``checked=False``: a run with ``-c 0`` (``validation: 0``), whose ``#wrong`` columns read ``N/A``.
     """
     rng = random.Random(seed)
     world = nodes * gpus_per_node
@@ -67,7 +69,7 @@ def nccl_log(nodes: int, gpus_per_node: int, intra: str, inter: str, gdrdma: tup
     info.append("Init COMPLETE")
     lines = [prefix + text for text in info]
     lines += ["# nThread 1 nGpus 1 minBytes 1048576 maxBytes 8388608 step: 2(factor) warmup iters: 5 iters: 20 "
-              "agg iters: 1 validation: 1 graph: 0", "#",
+              f"agg iters: 1 validation: {int(checked)} graph: 0", "#",
               "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
               "algbw   busbw #wrong"]
     factor = 2 * (world - 1) / world
@@ -75,17 +77,18 @@ def nccl_log(nodes: int, gpus_per_node: int, intra: str, inter: str, gdrdma: tup
         size = 2**20 << i
         t = size / (rng.uniform(5e9, 40e9) / factor) * 1e6  # us at some healthy-looking busbw
         algbw = size / t / 1e3
-        halves = [f"{t:8.1f} {algbw:7.2f} {algbw * factor:7.2f} {bad:6d}" for bad in (bad_out, bad_in)]
+        halves = [f"{t:8.1f} {algbw:7.2f} {algbw * factor:7.2f} {bad if checked else 'N/A':>6}"
+                  for bad in (bad_out, bad_in)]
         lines.append(f"{size:12d} {size // 4:13d}     float     sum      -1 " + " ".join(halves))
-    total = sum(a + b for a, b in wrong)
+    total = sum(a + b for a, b in wrong) if checked else 0
     lines.append(f"# Out of bounds values : {total} {'OK' if total == 0 else 'FAILED'}")
     return "\n".join(lines) + "\n"
 
 
 def truth(nodes: int, gpus_per_node: int, intra: str, inter: str, gdrdma=(True, True), wrong=((0, 0),) * 4,
-          seed: int = 0) -> tuple[str, bool, str]:
-    """(transport, healthy, why) from a case's description."""
-    if any(a or b for a, b in wrong):
+          seed: int = 0, checked: bool = True) -> tuple[str, bool, str]:
+    """(transport, healthy, why) from a case's description. ``N/A`` (not checked) is no wrong count."""
+    if checked and any(a or b for a, b in wrong):
         why = "a row reports #wrong > 0: the results are wrong, whatever the bandwidth"
         return ("IB" if inter == "RoCE" else inter) if nodes > 1 else intra, False, why
     if nodes > 1:
@@ -94,10 +97,14 @@ def truth(nodes: int, gpus_per_node: int, intra: str, inter: str, gdrdma=(True, 
             return name, False, "inter-node traffic goes over NET/Socket: TCP, not the RDMA fabric"
         if not all(gdrdma):
             return name, False, "a NET connection lacks /GDRDMA: its bytes are staged through host memory"
-        return name, True, "RDMA across nodes with GPUDirect on every connection, no wrong results"
+        return name, True, "RDMA across nodes with GPUDirect on every connection, " + _NO_WRONG[checked]
     if intra == "SHM":
         return intra, False, "GPUs inside the node talk via SHM: peer-to-peer is disabled or unavailable"
-    return intra, True, "peer-to-peer inside the node, no wrong results"
+    return intra, True, "peer-to-peer inside the node, " + _NO_WRONG[checked]
+
+
+_NO_WRONG = {True: "no wrong results",
+             False: "and #wrong N/A means the results were not checked (-c 0, validation: 0), not that any were wrong"}
 
 
 def diagnose_cases() -> list[dict]:
@@ -113,6 +120,8 @@ def diagnose_cases() -> list[dict]:
         dict(nodes=2, gpus_per_node=1, intra="P2P", inter="IB"),  # no intra-node line at all
         dict(nodes=4, gpus_per_node=8, intra="P2P", inter="IB", gdrdma=(True, False, True, True)),
         dict(nodes=2, gpus_per_node=8, intra="SHM", inter="IB"),  # SHM inside is not the multi-node question
+        dict(nodes=2, gpus_per_node=8, intra="P2P", inter="IB", checked=False),  # #wrong N/A: not checked
+        dict(nodes=1, gpus_per_node=8, intra="P2P", inter="IB", checked=False, seed=3),
     ]
 
 
@@ -129,7 +138,7 @@ def diagnose_strategy():
                     gdrdma=tuple(draw(st.lists(st.booleans(), min_size=channels, max_size=channels))),
                     wrong=tuple(draw(st.lists(st.tuples(st.sampled_from([0, 0, 0, 1, 7]), st.sampled_from([0, 0, 2])),
                                               min_size=1, max_size=5))),
-                    seed=draw(st.integers(0, 2**16)))
+                    seed=draw(st.integers(0, 2**16)), checked=draw(st.booleans()))
 
     return case()
 

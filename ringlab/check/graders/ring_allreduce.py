@@ -243,19 +243,35 @@ def schedule_cases() -> list[dict]:
 
 
 class _Ring:
-    """In-process point-to-point for one step at a time: send to rank+1, receive from rank-1."""
+    """In-process point-to-point for one step at a time: send to rank+1, receive from rank-1.
+
+    Every rank must call ``exchange`` equally often. A rank that calls it more often than a rank that has
+    already returned would wait forever, so that is detected at once (the barrier is aborted) instead of
+    by a timeout that a busy machine could also reach: the verdict does not depend on speed."""
 
     def __init__(self, world_size: int, timeout: float):
         self.n = world_size
         self.barrier = threading.Barrier(world_size, timeout=timeout)
         self.slots: list = [None] * world_size
         self.calls = [0] * world_size
+        self.finished: dict[int, int] = {}  # rank -> exchange calls it made before returning
+        self.lock = threading.Lock()
         self.sent: list[list[int]] = [[] for _ in range(world_size)]
+
+    def finish(self, rank: int) -> None:
+        """``rank`` returned: any rank already past its call count can never be matched."""
+        with self.lock:
+            self.finished[rank] = self.calls[rank]
+            if max(self.calls) > self.calls[rank]:
+                self.barrier.abort()
 
     def exchange_for(self, rank: int):
         def exchange(chunk):
             arr = np.asarray(chunk)
-            self.calls[rank] += 1
+            with self.lock:
+                self.calls[rank] += 1
+                if any(count < self.calls[rank] for count in self.finished.values()):
+                    self.barrier.abort()  # a rank that returned will never make this call
             self.sent[rank].append(int(arr.nbytes))
             self.slots[rank] = arr.copy()
             self.barrier.wait()  # everyone has posted its send
@@ -266,7 +282,7 @@ class _Ring:
         return exchange
 
 
-def run_per_rank(fn, world_size: int, arrays: list[np.ndarray], timeout: float = 2.0):
+def run_per_rank(fn, world_size: int, arrays: list[np.ndarray], timeout: float = 60.0):
     """Run ``fn(rank, world_size, data, exchange)`` on one thread per rank.
 
     Returns ``(results, ring)``; raises CaseFailure naming the rank that raised, or the ranks
@@ -279,6 +295,7 @@ def run_per_rank(fn, world_size: int, arrays: list[np.ndarray], timeout: float =
     def body(rank: int) -> None:
         try:
             results[rank] = fn(rank, world_size, arrays[rank].copy(), ring.exchange_for(rank))
+            ring.finish(rank)
         except threading.BrokenBarrierError:
             pass
         except BaseException as exc:  # noqa: BLE001 - reported to the learner

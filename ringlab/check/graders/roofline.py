@@ -18,10 +18,10 @@ ROOFLINE_HARDWARE = tuple(name for name, hw in HARDWARE.items() if hw.tflops_bf1
 
 
 def roofline_cases() -> list[dict]:
-    """P3 itself, then intensities placed between the dense and sparse ridges of A100 and H100,
+    """Card 06's kernel itself, then intensities placed between the dense and sparse ridges of A100 and H100,
     between the A100's and H100's ridges, a pure copy (0 FLOP), and chips without a sparse mode."""
     return [
-        {"flops": 512e9, "bytes_moved": 8e9, "hardware": "a100-sxm-80gb"},  # P3: memory-bound, 3.92 ms
+        {"flops": 512e9, "bytes_moved": 8e9, "hardware": "a100-sxm-80gb"},  # card 06: memory-bound, 3.92 ms
         {"flops": 512e9, "bytes_moved": 8e9, "hardware": "a100-sxm-40gb"},  # 1.555 TB/s, not 2.039
         {"flops": 200e9, "bytes_moved": 1e9, "hardware": "a100-sxm-80gb"},  # dense ridge 153 < 200 < sparse 306
         {"flops": 2 * 4096**3, "bytes_moved": 6 * 4096**2, "hardware": "a100-sxm-80gb"},  # 4096 matmul

@@ -11,8 +11,9 @@ Expected values come from ringlab's calculators: :func:`ringlab.calc.training.me
 :func:`ringlab.collectives.pairwise_all_to_all_bytes` (tests/calc/training/test_train_memory_grader.py checks
 them against ``stage_traffic`` too). Wrong answers that match a classic mistake get a message naming it:
 fp32 master weights ignored, ZeRO-1 counted as sharding gradients, the sequence-parallel saving forgotten,
-only one micro-batch in flight, the TP all-reduce counted once per layer, the EP all-to-all counted once
-per layer.
+only one micro-batch in flight, the TP all-reduce counted once per layer or as one reduce-scatter, the EP
+all-to-all counted once per layer or without its top_k copies (confirmed by asking the learner's function
+again with one more expert per token, since top_k = 2 halves the bytes as forgetting backward does).
 """
 
 from __future__ import annotations
@@ -125,18 +126,27 @@ def expected_traffic(hidden, seq_len, micro_batch, tp, ep, top_k, bytes_per_elem
     return {"tp": tp_bytes, "ep": ep_bytes}
 
 
-def _traffic_diagnosis(key: str, got: float, want: int, case: dict) -> str:
+def _ignores_top_k(fn, case: dict, got: float) -> bool:
+    """Whether the learner's EP bytes stay ``got`` when every token goes to one more expert."""
+    try:
+        probe = fn(**{**case, "top_k": case["top_k"] + 1})
+        return within_a_byte(as_bytes(probe["ep"], "'ep'"), got)
+    except Exception:  # a probe only: the case itself reports the learner's error
+        return False
+
+
+def _traffic_diagnosis(key: str, got: float, want: int, case: dict, fn=None) -> str:
     m = case["micro_batch"] * case["seq_len"] * case["hidden"] * case["bytes_per_element"]
     if key == "tp":
         one = want / 4
-        known = {1: "you counted one all_reduce per layer: each layer has two blocks (attention and MLP), each with "
-                    "an all_reduce in forward and another in backward, 4 per layer",
-                 2: "that is the forward pass only (two all-reduces per layer); backward all-reduces the input "
-                    "gradient of each block too, 4 per layer",
-                 }
-        for times, text in known.items():
-            if within_a_byte(got, times * one):
-                return f"tp: {text} (expected {want:,} B)"
+        if within_a_byte(got, one):
+            return ("tp: you counted one all_reduce per layer: each layer has two blocks (attention and MLP), each "
+                    f"with an all_reduce in forward and another in backward, 4 per layer (expected {want:,} B)")
+        if within_a_byte(got, 2 * one):  # 2 x 2(N-1)/N M and 4 x (N-1)/N M are the same number for every N
+            return ("tp: that is half the bytes, 4 x (N-1)/N x M: either each all_reduce is counted as (N-1)/N x M, "
+                    "one reduce-scatter, when a ring all_reduce is a reduce-scatter plus an all-gather, 2(N-1)/N x M "
+                    "per rank; or it is the forward pass only (two all-reduces per layer), when backward "
+                    f"all-reduces the input gradient of each block too, 4 per layer (expected {want:,} B)")
         if within_a_byte(got, 4 * m):
             return (f"tp: you counted each all_reduce as M = {m:,} B; a ring all_reduce sends 2(N-1)/N x M per rank "
                     f"(expected {want:,} B)")
@@ -144,6 +154,9 @@ def _traffic_diagnosis(key: str, got: float, want: int, case: dict) -> str:
             return f"tp: the (N-1)/N factor is missing: a rank never sends the chunk it owns (expected {want:,} B)"
     if key == "ep":
         one = want / 4
+        if case["top_k"] > 1 and within_a_byte(got * case["top_k"], want) and fn and _ignores_top_k(fn, case, got):
+            return (f"ep: each token goes to top_k = {case['top_k']} experts, so each all_to_all moves top_k copies "
+                    f"of it; your bytes do not change with top_k (expected {want:,} B)")
         if within_a_byte(got, one):
             return ("ep: you counted one all_to_all per MoE layer: tokens are dispatched to their experts and the "
                     "results combined back, and backward does both again, 4 per layer (expected "
@@ -166,7 +179,7 @@ def check_traffic(fn, **case) -> None:
     want = expected_traffic(**case)
     for key in TRAFFIC_KEYS:
         if not within_a_byte(got[key], want[key]):
-            raise CaseFailure(_traffic_diagnosis(key, got[key], want[key], case))
+            raise CaseFailure(_traffic_diagnosis(key, got[key], want[key], case, fn))
 
 
 def memory_cases() -> list[dict]:

@@ -1,4 +1,4 @@
-"""Mismatched collectives (P6): reproduce them on real processes, read torch's report, guard against them.
+"""Mismatched collectives (topic 10): reproduce them on real processes, read torch's report, guard against them.
 
 A collective is only correct when every rank of the group calls the same operation on
 tensors of the same shape and dtype, in the same order. When one rank calls ``broadcast``

@@ -163,7 +163,7 @@ def run_scenarios(cases: Sequence[tuple[str, str]], world_size: int = 4, timeout
     """Run several ``(scenario, mode)`` cases in one launch of ``world_size`` gloo processes.
 
     Scenarios (:data:`SCENARIOS`); the odd rank is ``odd_rank`` (default :func:`default_odd_rank`:
-    rank 2 for the broadcasts, the last rank for the barrier, as in P6):
+    rank 2 for the broadcasts, the last rank for the barrier, as in card 10):
 
     * ``broadcast_vs_all_reduce``: the odd rank calls ``broadcast(t, src=0)``, the others
       ``all_reduce(t)``, on the same float32 tensor of shape [4] (rank r holds r + 1).

@@ -92,7 +92,7 @@ def test_explorer_redraws_on_every_control_and_never_prints():
         controls = {w.description: w for row in box.children[:2] for w in row.children}
         image, caption = box.children[-1], box.children[-2]
         seen = {bytes(image.value)}
-        for description, value in (("bucket MiB", 1000.0), ("world_size", 8), ("fabric", "nvlink4"),
+        for description, value in (("bucket MiB", 1000.0), ("world_size", 8), ("cluster", "dgx-b200"),
                                    ("strategy", "fsdp"), ("FSDP prefetch", False),
                                    ("FSDP: AG and RS on two streams", True)):
             controls[description].value = value
