@@ -42,6 +42,9 @@ from fractions import Fraction
 MAX_TEXT = 100  # characters: no sane number is longer
 MAX_EXPONENT = 400  # |e| beyond this is refused before any arithmetic
 SIZE_MAX = 2**60  # bytes (1 EiB): far above any one message, model or memory
+# 1 kB/s: slower than any link a cluster or a GPU has (1 GbE is 125 MB/s); a bandwidth below it is a typo, and
+# dividing a GiB by a far smaller one prints times hundreds of digits long.
+BANDWIDTH_MIN = 1e3
 COUNT_MAX = 10**18
 INT64_MAX = 2**63 - 1  # the default upper limit of a whole number: numpy holds it in int64
 _FLOAT_MAX = sys.float_info.max  # 1.8e308: a real beyond it has no float
@@ -218,14 +221,14 @@ def parse_count(text, name: str | None = "count", *, min: int = 1, max: int = CO
     return _whole(value, text, name, "count")
 
 
-def parse_bandwidth(text, name: str | None = "bandwidth", *, max: float = 1e15) -> float:
+def parse_bandwidth(text, name: str | None = "bandwidth", *, min: float = BANDWIDTH_MIN, max: float = 1e15) -> float:
     """A bandwidth in bytes per second: ``"400 Gb/s"`` (bits: 50e9), ``"50 GB/s"``, ``"450GB"``, ``"2e11"`` -> float.
 
-    A bare number is bytes/s; ``/s`` and ``ps`` are optional (``Gbps``, ``GB/s``). Must be > 0 and
-    at most ``max`` (default 1e15 B/s). Raises TypeError/ValueError naming ``name``.
+    A bare number is bytes/s; ``/s`` and ``ps`` are optional (``Gbps``, ``GB/s``). Must lie in
+    ``[min, max]`` (default 1 kB/s to 1e15 B/s). Raises TypeError/ValueError naming ``name``.
     """
     value = _quantity(text, name, BANDWIDTH_UNITS, "bandwidth", "'400 Gb/s' (bits), '50 GB/s' (bytes)")
-    _check_range(value, text, name, 0, max, "bandwidth in bytes/s", lo_open=True)
+    _check_range(value, text, name, min, max, "bandwidth in bytes/s")
     return _to_float(value, text, name, "bandwidth in bytes/s")
 
 

@@ -44,7 +44,7 @@ def decode_main(argv: list[str]) -> int:
     p.add_argument("--model", type=cli_args.name_or_path, required=True, help="model preset or path to a HF config.json")
     p.add_argument("--hardware", type=cli_args.text(), required=True, help="hardware preset, e.g. a100-sxm-80gb")
     p.add_argument("--context", type=cli_args.integer(min=1, max=10**8), required=True, help="tokens in each sequence's KV cache")
-    p.add_argument("--sla-ms", type=cli_args.real(min=0, min_open=True, max=1e7), default=None, help="time per output token SLA in ms: find the largest batch")
+    p.add_argument("--sla-ms", type=cli_args.real(min=1e-3, max=1e7), default=None, help="time per output token SLA in ms: find the largest batch")
     p.add_argument("--batch", type=cli_args.integer(min=1, max=10**7), default=None, help="evaluate this batch size")
     p.add_argument("--dtype", type=cli_args.text(), default="bf16", help="weights and activations dtype (default bf16)")
     p.add_argument("--kv-dtype", type=cli_args.text(), default=None, help="KV-cache dtype (default: --dtype)")
@@ -57,7 +57,7 @@ def decode_main(argv: list[str]) -> int:
                         "GPUs the TP group spans (inside one NVLink domain when --tp fits in a node)")
     p.add_argument("--nodes", type=cli_args.integer(min=1, max=100_000), default=None,
                    help="nodes of --topology (default: as many as --tp needs)")
-    p.add_argument("--memory-fraction", type=cli_args.real(min=0, min_open=True, max=1), default=DEFAULT_MEMORY_FRACTION,
+    p.add_argument("--memory-fraction", type=cli_args.real(min=0.01, max=1), default=DEFAULT_MEMORY_FRACTION,
                    help=f"share of GPU memory for weights + KV (default {DEFAULT_MEMORY_FRACTION}, vLLM's)")
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)

@@ -63,7 +63,7 @@ def _main(argv: list[str]) -> int:
                         help=f"exercise id ({', '.join(sorted(EXERCISES))}), or a topic number or slug")
     parser.add_argument("--file", type=cli_args.text(), help="grade this file instead of exercises/<exercise>.py")
     parser.add_argument("--all", action="store_true", help="grade every exercise and print a progress table")
-    parser.add_argument("--timeout", type=cli_args.duration(max=86400.0), default=None,
+    parser.add_argument("--timeout", type=cli_args.duration(min=0.1, min_open=False, max=86400.0), default=None,
                         help="seconds your code may run per exercise (default: 10x the reference solution's "
                              "running time, at least 30 s; 90s, 5min also work)")
     args = parser.parse_args(argv)

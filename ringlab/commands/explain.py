@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="PNG", type=cli_args.figure_file,
                    help="draw busbw against message size with the ceiling (matplotlib)")
     p.add_argument("--nics", type=cli_args.integer(min=1, max=1024), help="NICs in use per node, for the multi-node ceiling")
-    p.add_argument("--nic-gbps", type=cli_args.real(min=0, min_open=True, max=100_000),
+    p.add_argument("--nic-gbps", type=cli_args.real(min=1, max=100_000),
                    help="line rate per NIC in Gb/s (bits) as sold (400 for NDR = 50 GB/s), multi-node ceiling")
     return p
 

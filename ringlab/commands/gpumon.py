@@ -35,8 +35,8 @@ def main(argv: list[str]) -> int:
         description="Sample per-GPU utilization and memory into an append-only CSV log "
         "(schema: python -c 'import ringlab.labs.gpumon as g; help(g)').",
     )
-    parser.add_argument("--interval", type=cli_args.duration(max=86400.0), default=5.0,
-                        help="seconds between ticks, or with a unit: 500ms, 1min (default 5; at most a day)")
+    parser.add_argument("--interval", type=cli_args.duration(min=0.001, min_open=False, max=86400.0), default=5.0,
+                        help="seconds between ticks, or with a unit: 500ms, 1min (default 5; from 1 ms to a day)")
     parser.add_argument("--out", required=True, type=cli_args.output_file,
                         help="CSV log to append to (created if missing)")
     limit = parser.add_mutually_exclusive_group()
@@ -45,10 +45,10 @@ def main(argv: list[str]) -> int:
                        help="stop before the first tick due this many seconds after the start (e.g. 90, 8h)")
     parser.add_argument("--backend", choices=gpumon.BACKENDS, default="auto",
                         help="nvml (nvidia-ml-py), smi (nvidia-smi) or auto: nvml when it initialises, else smi")
-    parser.add_argument("--smi-timeout", type=cli_args.duration(max=3600.0), default=None,
+    parser.add_argument("--smi-timeout", type=cli_args.duration(min=0.001, min_open=False, max=3600.0), default=None,
                         help="seconds before a silent nvidia-smi is killed and an error row written (default 10; "
                              "not with --backend nvml)")
-    parser.add_argument("--nvml-timeout", type=cli_args.duration(max=3600.0), default=None,
+    parser.add_argument("--nvml-timeout", type=cli_args.duration(min=0.001, min_open=False, max=3600.0), default=None,
                         help="seconds an NVML call may take before it is abandoned and an error row written "
                              "(default 10; not with --backend smi)")
     args = parser.parse_args(argv)

@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--blocks", type=cli_args.integer(min=1), help="KV blocks in the pool (default: what fits next to the weights "
                                               "at gpu_memory_utilization 0.9)")
     p.add_argument("--block-size", type=cli_args.integer(min=1, max=10**5), default=16, help="tokens per block (default 16)")
-    p.add_argument("--rate", type=cli_args.real(min=0, min_open=True), default=10.0, help="mean arrivals per second (default 10)")
+    p.add_argument("--rate", type=cli_args.real(min=1e-3), default=10.0, help="mean arrivals per second (default 10)")
     p.add_argument("--seconds", type=cli_args.duration(max=86400.0), default=100.0, help="arrivals during this many seconds (default 100)")
     p.add_argument("--prompt-len", type=cli_args.integer(min=1), default=256, help="mean prompt tokens (default 256)")
     p.add_argument("--output-len", type=cli_args.integer(min=1), default=128, help="mean output tokens per sample (default 128)")

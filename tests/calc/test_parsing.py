@@ -113,10 +113,11 @@ def test_bandwidth_bits_and_bytes_are_told_apart_and_shown_back():
     assert parse_bandwidth("200Gb") == 25e9 and parse_bandwidth("200GB") == 200e9 and parse_bandwidth("2e11") == 2e11
     assert echo_quantity("400 Gb/s", parse_bandwidth("400 Gb/s")) == "400 Gb/s = 50 GB/s"
     assert echo_quantity("16Mb", parse_size("16Mb"), kind="size") == "16Mb = 2,000,000 B"
-    for bad, fragment in (("200gb", "did you mean GB or Gb"), ("0", "> 0"), ("inf", "finite"), ("1e16", r"<= 1e\+15"),
+    for bad, fragment in (("200gb", "did you mean GB or Gb"), ("0", ">= 1000"), ("1e-300", ">= 1000"), ("999 B/s", ">= 1000"), ("inf", "finite"), ("1e16", r"<= 1e\+15"),
                           ("5GB/min", "unknown unit")):
         with pytest.raises(ValueError, match=fragment):
             parse_bandwidth(bad, "--bandwidth")
+    assert parse_bandwidth("1 kB/s") == 1e3 and parse_bandwidth("8 kb/s") == 1e3  # the least accepted, either unit
 
 
 def test_durations():

@@ -5,6 +5,8 @@ An invocation is judged:
 ``clear``      exit status 1, 2 or 3 and one line on stderr that names the option
 ``unclear``    a non-zero exit, but the message is several lines or does not name the option
 ``accepted``   exit status 0: a bad value was taken as if it were fine
+``in range``   an edge value inside the option's range (its largest value, zero, a subnormal) that ran:
+               the right outcome for such a value, counted apart from the bad values
 ``traceback``  an exception escaped, or stderr shows a traceback or ringlab's "internal error" line
 ``hang``       the call ran past its time limit (SIGALRM ends it)
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from ringlab import cli
 
-OUTCOMES = ("clear", "unclear", "accepted", "traceback", "hang")
+OUTCOMES = ("clear", "unclear", "accepted", "in range", "traceback", "hang")
 STATS = {"outcomes": Counter(), "kinds": set(), "calls": 0, "json_documents": 0}
 
 

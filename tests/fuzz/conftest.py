@@ -8,7 +8,7 @@ def pytest_terminal_summary(terminalreporter):
         return
     counts = ", ".join(f"{name} {STATS['outcomes'][name]}" for name in OUTCOMES)
     judged = sum(STATS["outcomes"].values())
-    terminalreporter.write_line(f"ringlab fuzz: {STATS['calls']} CLI calls; {judged} with a bad value, "
+    terminalreporter.write_line(f"ringlab fuzz: {STATS['calls']} CLI calls; {judged} judged, "
                                 f"{len(STATS['kinds'])} kinds of bad input: {counts}; "
                                 f"{STATS['json_documents']} --json documents parsed strictly")
     codes = STATS.get("extreme_exit_codes")

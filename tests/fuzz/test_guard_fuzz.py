@@ -76,7 +76,7 @@ def test_largest_accepted_values_are_refused_or_run(path, option, tmp_path):
             or "internal error" in outcome.err
         lines = [line for line in outcome.err.splitlines() if line.strip()]
         ok = not crashed and (outcome.code == 0 or outcome.code in (1, 2, 3) and len(lines) <= 1)
-        record("largest accepted value", "clear" if ok and outcome.code else "accepted" if ok else
+        record("largest accepted value", "clear" if ok and outcome.code else "in range" if ok else
                "hang" if outcome.hung else "traceback" if crashed else "unclear")
         if not ok:
             failures.append(f"{' '.join(argv)}: {outcome.describe()}")
