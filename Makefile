@@ -11,13 +11,13 @@ PIP_INSTALL := $(PY) -m pip install --quiet $(if $(CONSTRAINTS),--constraint $(C
 # elsewhere pip takes PyPI's (CUDA on Linux). Another release: e.g. `make test CONSTRAINTS= TORCH_SPEC=torch==2.14.1`.
 TORCH_SPEC ?= torch
 # Triton publishes wheels for Linux on x86_64 and aarch64 only, and only topic 12 needs it: elsewhere (macOS,
-# other CPUs) the install leaves it out. `make EXTRAS=torch,lab,test` leaves it out anywhere.
+# other CPUs) the install leaves it out. `make EXTRAS=torch,lab,shards,test` leaves it out anywhere.
 TRITON_WHEELS := $(shell $(PYTHON) -c "import platform, sys; print(sys.platform.startswith('linux') and platform.machine().lower() in ('x86_64', 'amd64', 'aarch64', 'arm64'))" 2>/dev/null)
 comma := ,
-EXTRAS ?= torch,lab,test$(if $(filter True,$(TRITON_WHEELS)),$(comma)triton)
+EXTRAS ?= torch,lab,shards,test$(if $(filter True,$(TRITON_WHEELS)),$(comma)triton)
 STAMP := $(VENV)/.ringlab-installed
 
-.PHONY: install demo test lab bench constraints clean
+.PHONY: install demo test test-fast lab bench constraints clean
 
 $(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ demo: install
 # Includes tests/test_notebooks_portable.py: nbval again under other kernels and one thread.
 test: install
 	$(PY) -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+
+# A developer's loop: the tests not marked slow or browser (pyproject.toml's markers), no notebooks.
+test-fast: install
+	$(PY) -m pytest tests -m "not slow and not browser"
 
 # JupyterLab on the repository root with notebooks/00_start_here.ipynb open; the command line lives in
 # ringlab/course/lab.py (which adds --allow-root when run as root), shared with the browser tests.

@@ -20,7 +20,7 @@ import numpy as np
 
 import ringlab
 from ringlab.collectives import ALGORITHMS, ring_all_reduce_bytes
-from ringlab.sim.api import clear_plans
+from ringlab.sim.plan import clear_plans
 
 DATA_CASES = [(4096, 4096), (16384, 1024)]
 TRAFFIC_N = 131072

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ringlab.collectives import ALGORITHMS
-from ringlab.sim.collectives import run_collective
+from ringlab.sim.runner import run_collective
 
 
 def _direct(x: np.ndarray) -> np.ndarray:

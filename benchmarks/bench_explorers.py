@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def explorers() -> dict:
     """Each explorer as its notebook builds it: {label: factory}."""
     from ringlab.labs.gpumon import SAMPLE_LOG
-    from ringlab.viz import (collectives, comm, decode, gpumon, kvcache, pipeline, ring, roofline, serving, timeline,
-                             topology, training)
+    from ringlab.viz import (collectives, comm, decode, gpumon, kvcache, pipeline, ring, roofline, serving, shards,
+                             timeline, topology, training)
 
     return {
         "01 ring": lambda: ring.ring_explorer(max_world_size=12, world_size=4),
@@ -48,6 +48,7 @@ def explorers() -> dict:
         "15 scheduler": serving.scheduler_explorer,
         "17 training": lambda: training.training_explorer(model="llama-3-70b", seq_len=8192, dp=8, tp=8, pp=4),
         "18 timeline": lambda: timeline.timeline_explorer("llama-3-8b", seq_len=4096, micro_batch=1),
+        "19 shards": lambda: shards.shards_explorer("per-connection cap", concurrency=4, faults=True),
     }
 
 

@@ -11,17 +11,19 @@ import importlib
 import os
 import sys
 
-from ringlab import textfmt
+from ringlab import __version__, textfmt
 
 # name -> (module implementing it, one-line summary)
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("ringlab.commands.check", "grade your exercise files (ringlab check 01a, ringlab check kv_cache, ringlab check --all)"),
+    "plan": ("ringlab.commands.plan", "search training layouts (plan train) or serving configurations (plan serve) for a job"),
     "practice": ("ringlab.commands.practice", "interview practice: a card, or timed sessions and mock interviews with numbers to compute"),
     "bench": ("ringlab.commands.bench", "bandwidth table, nccl-tests style: torch.distributed vs ringlab's ring"),
     "calc": ("ringlab.commands.calc", "capacity calculators: KV cache, gradient traffic, ... (ringlab calc --help)"),
     "cost": ("ringlab.commands.cost", "bytes per rank, steps and alpha-beta time of each collective algorithm"),
     "explain": ("ringlab.commands.explain", "read nccl-tests output / NCCL logs: what ran, what it should reach, findings"),
     "gpumon": ("ringlab.commands.gpumon", "append per-GPU utilization and memory to a CSV log (nvidia-smi or NVML)"),
+    "shards": ("ringlab.commands.shards", "download a sharded checkpoint: write one, serve it with faults, fetch it (K, deadline, retries)"),
     "serve-sim": ("ringlab.commands.serve_sim", "simulate serving a request trace: paged KV blocks, continuous batching"),
     "topic": ("ringlab.commands.topic", "every file of a topic from its number: notebook, exercises, card, tests"),
     "verify": ("ringlab.commands.verify", "run a collective in the simulator and check results and bytes"),
@@ -44,8 +46,6 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0
     if argv[0] == "--version":
-        from ringlab import __version__
-
         print(f"ringlab {__version__}")
         return 0
     name, rest = argv[0], argv[1:]

@@ -21,8 +21,11 @@ import math
 import os
 import re
 import shutil
+import sys
 
+from ringlab import textfmt
 from ringlab.calc import parsing
+from ringlab.textfmt import WIDTH
 
 TEXT_MAX = 4096  # characters: PATH_MAX on Linux, and more than any preset name
 
@@ -32,8 +35,6 @@ class HelpFormatter(argparse.HelpFormatter):
     with many choices shows a metavar and lists its choices in its help, which wraps, instead of ``{a,b,...}``."""
 
     def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
-        from ringlab.textfmt import WIDTH
-
         width = min(width or shutil.get_terminal_size().columns - 2, WIDTH)
         super().__init__(prog, indent_increment, max_help_position, width)
 
@@ -64,8 +65,6 @@ class RawDescriptionHelpFormatter(HelpFormatter):
     wrapped under its second column (``  ringlab x    what it does`` continues under ``what``)."""
 
     def _fill_text(self, text, width, indent):
-        from ringlab import textfmt
-
         out = []
         for line in text.splitlines():
             if len(indent + line) <= self._width:
@@ -232,8 +231,6 @@ def json_text(data, indent: int | None = 2) -> str:
 
 def read_input(name: str, limit: int = 256 * 2**20) -> bytes:
     """The bytes of file ``name`` (``-`` is stdin), at most ``limit``; ValueError if larger, OSError if unreadable."""
-    import sys
-
     if name == "-":
         stream = getattr(sys.stdin, "buffer", None)
         data = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1).encode("utf-8")

@@ -161,3 +161,88 @@ def mutated_source(name: str) -> str:
             raise ValueError(f"{name}: expected {count} x {old!r} in solutions/{solution}, found {found}")
         text = text.replace(old, new)
     return text
+
+
+# Exercise 19b is Go: its known-wrong answers are edits of the worked solution go/shards/solution/download.go, in
+# the same form (name -> (edits, EXPECT, why)); tests/check/graders/test_shard_download_go.py grades each.
+GO_SOLUTION = Path(__file__).resolve().parents[1] / "go" / "shards" / "solution" / "download.go"
+_ONE_WORKER_PER_SHARD = [("\tworkers := opts.Concurrency\n\tif len(names) < workers {\n\t\tworkers = len(names)\n\t}\n",
+                          "\tworkers := len(names)\n", 1),
+                         ("\t\tMaxConnsPerHost:       opts.Concurrency,\n", "", 1)]
+GO_EDITS = {
+    "19b_no_limit": (_ONE_WORKER_PER_SHARD, ["requests at once", "no limit"],
+                     "a goroutine per shard, nothing bounds them"),
+    "19b_semaphore_leak": (
+        [*_ONE_WORKER_PER_SHARD,
+         ("\trng    *rand.Rand\n}", "\trng    *rand.Rand\n\tslots  chan struct{}\n}", 1),
+         ("rng: rand.New(rand.NewSource(time.Now().UnixNano()))}",
+          "rng: rand.New(rand.NewSource(time.Now().UnixNano())), slots: make(chan struct{}, opts.Concurrency)}", 1),
+         ("\toffset, err := f.Seek(0, io.SeekEnd)\n",
+          "\tselect {\n\tcase d.slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn \"\", ctx.Err()\n\t}\n"
+          "\toffset, err := f.Seek(0, io.SeekEnd)\n", 1),
+         ("\t// the Hub answers a LFS file with a 302", "\t<-d.slots // released on success only\n"
+          "\t// the Hub answers a LFS file with a 302", 1)],
+        ["never requested", "semaphore not released"], "a slot taken per attempt and given back only when it succeeds"),
+    "19b_connect_timeout_only": (
+        [("\t\tResponseHeaderTimeout: opts.ReadTimeout,\n", "", 1),
+         ("time.AfterFunc(d.opts.ReadTimeout, func() { idle.expired.Store(true); cancel() })",
+          "time.NewTimer(d.opts.ReadTimeout)", 1)],
+        ["only a connect timeout"], "bounds the dial and nothing else: a silent body hangs until the deadline"),
+    "19b_request_timeout": (
+        [("client: &http.Client{Transport: transport}",
+          "client: &http.Client{Transport: transport, Timeout: opts.ReadTimeout}", 1)],
+        ["per-request", "whole request"], "http.Client.Timeout = ReadTimeout cuts a slow but live transfer"),
+    "19b_body_not_closed": (
+        [("\t\t// drain a little so the connection can be reused, and always close\n"
+          "\t\t_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))\n\t\tresp.Body.Close()\n\t\tcancel()\n",
+          "\t\tdefer time.AfterFunc(time.Hour, cancel) // the response stays live: its body is never closed\n", 1),
+         ("\t\tMaxConnsPerHost:       opts.Concurrency,\n", "", 1)],
+        ["never closed"], "the body of an error status is never closed: its connection leaks"),
+    "19b_goroutines_after_cancel": (
+        [("\twork, cancel := context.WithCancel(ctx)\n\tdefer cancel()\n", "\twork := ctx\n", 1),
+         ("\tdefer dialed.closeAll()\n", "", 1),
+         ("\tfail := func(err error) { once.Do(func() { first = err; cancel() }) }\n",
+          "\tfailed := make(chan struct{})\n"
+          "\tfail := func(err error) { once.Do(func() { first = err; close(failed) }) }\n", 1),
+         ("\t\tcase <-work.Done():\n\t\t\tbreak feed\n", "\t\tcase <-failed:\n\t\t\tbreak feed\n", 1),
+         ("\tclose(jobs)\n\twg.Wait()\n",
+          "\tclose(jobs)\n\tdone := make(chan struct{})\n\tgo func() { wg.Wait(); close(done) }()\n"
+          "\tselect {\n\tcase <-done:\n"
+          "\tcase <-failed: // return the first error at once, the others still running\n\t}\n", 1)],
+        ["goroutines still running after cancel"],
+        "returns the first error without cancelling or waiting for the other workers"),
+    "19b_retries_4xx": (
+        [("if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {",
+          "if resp.StatusCode >= 400 {", 1)],
+        ["retried", "will not change"], "every error status retried, 404 and 403 too"),
+    "19b_no_backoff": ([("\t\twait := d.backoff(n)\n", "\t\twait := time.Duration(0)\n", 1)],
+                       ["without backoff"], "retries at once (Retry-After still honoured)"),
+    "19b_retry_after_ignored": ([("\t\tif again.after > wait {\n\t\t\twait = again.after\n\t\t}\n", "", 1)],
+                                ["Retry-After ignored"], "backs off but never reads Retry-After"),
+    "19b_partial_at_final": ([("\tpart := final + \".part\"\n", "\tpart := final // written in place\n", 1)],
+                             ["partial or unverified file at the final path"],
+                             "writes the shard at its final path: a cut download leaves it there"),
+    "19b_checksum_unverified": ([("\t\tif got != etag {\n", "\t\tif got == \"\" {\n", 1)],
+                                ["checksum not verified"], "hashes the file but never compares it with X-Linked-Etag"),
+    "19b_resume_from_zero": ([("\toffset, err := f.Seek(0, io.SeekEnd)\n",
+                               "\toffset, err := f.Seek(0, io.SeekStart)\n", 1)],
+                             ["not from byte 0"], "a retry overwrites the .part from byte 0 with no Range"),
+    "19b_first_error_swallowed": (
+        [("\t\t\t\tcase work.Err() == nil: // a real failure, not the echo of another worker's\n"
+          "\t\t\t\t\tfail(fmt.Errorf(\"shard %s: %w\", name, err))\n",
+          "\t\t\t\tcase work.Err() == nil:\n"
+          "\t\t\t\t\tfmt.Fprintf(os.Stderr, \"shard %s: %v\\n\", name, err) // logged, not returned\n", 1)],
+        ["first error swallowed"], "a worker's error is printed and forgotten"),
+}
+
+
+def go_mutated_source(name: str) -> str:
+    """The Go solution's text with the edits of mutant ``name`` applied; ValueError if an edit no longer fits."""
+    edits, _, _ = GO_EDITS[name]
+    text = GO_SOLUTION.read_text()
+    for old, new, count in edits:
+        found = text.count(old)
+        if found != count:
+            raise ValueError(f"{name}: expected {count} x {old!r} in {GO_SOLUTION.name}, found {found}")
+        text = text.replace(old, new)
+    return text

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # A repository path: one of the top-level folders, then path characters; not part of a longer path
 # (an absolute path or a URL is not a repository path).
-PATH = re.compile(r"(?<![\w./-])((?:exercises|solutions|notebooks|ringlab|docs|tests|benchmarks)/[\w./*{}<>-]*)")
+PATH = re.compile(r"(?<![\w./-])((?:exercises|solutions|notebooks|ringlab|docs|tests|benchmarks|go)/[\w./*{}<>-]*)")
 # Placeholders in a path that names a family of files (``exercises/NN_slug.py``, ``docs/tour_*.png``).
 TEMPLATE = re.compile(r"NN|slug|\*|<|\{|\.\.\.|XX")
 EXERCISE_ID = re.compile(r"(?<![\w.:%/-])((?:0[1-9]|[1-9][0-9])[a-f])(?![\w-])")  # not "{n:02d}", "7b/13b"
@@ -82,13 +82,15 @@ def learner_texts(root: Path = ROOT) -> dict[str, str]:
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         texts[str(path.relative_to(root))] = _notebook_text(path)
     markdown = [root / "README.md", root / "CONTRIBUTING.md", *sorted((root / "docs").glob("*.md")),
-                *sorted((root / "ringlab").rglob("*.md"))]
+                *sorted((root / "ringlab").rglob("*.md")), root / "go" / "README.md"]
     for path in markdown:
         if path.is_file():
             texts[str(path.relative_to(root))] = path.read_text()
     for folder in ("ringlab", "exercises", "solutions"):
         for path in sorted((root / folder).rglob("*.py")):
             texts[str(path.relative_to(root))] = _python_text(path)
+    for path in sorted((root / "go").rglob("*.go")):  # exercise 19b: the learner reads the Go module too
+        texts[str(path.relative_to(root))] = path.read_text()
     return texts
 
 
@@ -214,17 +216,17 @@ def test_not_attempted_names_the_file_to_edit_and_the_command(tmp_path, monkeypa
 
     stubs = generate(ROOT / "solutions", tmp_path / "exercises")
     for path, text in stubs.items():
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)  # a Go exercise's file sits deeper (19b)
         path.write_text(text)
     monkeypatch.setenv("RINGLAB_EXERCISES", str(tmp_path / "exercises"))
     monkeypatch.delenv("RINGLAB_USE_SOLUTIONS", raising=False)
-    for ex_id, (topic, _) in exercise_refs().items():
+    for ex_id, (topic, ref) in exercise_refs().items():
         if any(importlib.util.find_spec(name) is None for name in topic.needs):
             continue  # its grader reports what is missing instead; the path check below still covers its topic
         result = grade(ex_id)
         assert result.status == "not attempted", str(result)
         for shown in (str(result), result._repr_html_()):
-            assert topic.exercise_file in shown and f"ringlab check {ex_id}" in shown, shown
+            assert (ref.file or topic.exercise_file) in shown and f"ringlab check {ex_id}" in shown, shown
         assert not broken_paths(f"grade({ex_id})", str(result)) + id_problems(f"grade({ex_id})", str(result))
     (tmp_path / "exercises" / "05_kv_cache.py").unlink()
     missing = grade("05a")

@@ -27,10 +27,10 @@ def test_every_registered_builder_follows_the_convention():
 
 @pytest.mark.parametrize("old", dist.OLD_NAMES)
 def test_old_dist_name_is_the_runner(old):
-    from ringlab.dist import collectives as dist_collectives
+    from ringlab.dist import executor as dist_executor
 
     new = getattr(dist, f"run_{old}")
-    assert getattr(dist, old) is new is getattr(dist_collectives, old)
+    assert getattr(dist, old) is new is getattr(dist_executor, old)
     assert "tensor" in inspect.signature(new).parameters or "shard" in inspect.signature(new).parameters
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from ringlab.check.golang import GO_MISSING
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -45,6 +47,8 @@ def test_grader_cell_passes_on_the_solutions(source, monkeypatch):
     namespace: dict = {}
     exec(compile(tree, "<cell>", "exec"), namespace)
     result = eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
+    if result.message == GO_MISSING:  # 19b is Go: its grader needs `go`
+        pytest.skip(GO_MISSING)
     assert result.status == "passed", str(result)
 
 

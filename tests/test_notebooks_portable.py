@@ -56,6 +56,7 @@ def test_unknown_variant_is_refused():
 
 
 @pytest.mark.timeout(1200)
+@pytest.mark.slow  # nbval over every notebook: about a minute per variant
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_notebook_outputs_are_the_same_under(variant):
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NBVAL, "notebooks"]
@@ -84,6 +85,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # fresh interpreters under each variant
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_seeded_data_is_bit_identical_under(variant):
     def run(env):

@@ -92,4 +92,4 @@ def test_make_installs_triton_only_where_it_has_wheels(extras, triton):
     code = probe.replace("import platform, sys; ", "").replace("print(", "result = (")
     exec(fake + code, namespace)
     assert namespace["result"] is triton
-    assert "EXTRAS ?= torch,lab,test$(if $(filter True,$(TRITON_WHEELS)),$(comma)triton)" in makefile
+    assert "EXTRAS ?= torch,lab,shards,test$(if $(filter True,$(TRITON_WHEELS)),$(comma)triton)" in makefile

@@ -6,7 +6,7 @@ from ringlab.calc.comm import (
     STRATEGIES,
     CollectiveCall,
     GradComm,
-    ModelStateMemory,
+    ModelStates,
     bus_bandwidth,
     grad_comm_bytes,
     ring_bytes_per_rank,
@@ -24,7 +24,7 @@ __all__ = [
     "HARDWARE", "Hardware", "get_hardware", "peak_flops",
     "MODELS", "ModelConfig", "LayerSpec", "get_model",
     "kv_cache_by_layer_kind", "kv_cache_bytes", "kv_cache_bytes_per_token", "kv_heads_per_rank", "max_cached_tokens",
-    "STRATEGIES", "CollectiveCall", "GradComm", "ModelStateMemory", "bus_bandwidth", "grad_comm_bytes",
+    "STRATEGIES", "CollectiveCall", "GradComm", "ModelStates", "bus_bandwidth", "grad_comm_bytes",
     "ring_bytes_per_rank",
 ]
 

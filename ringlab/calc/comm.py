@@ -8,8 +8,10 @@ API
                   grad_accum_steps=1, reshard_after_forward=None, no_sync=True,
                   optimizer_bytes_per_param=12)``  -> ``GradComm``
 ``GradComm.bytes_sent_per_rank`` int; ``.breakdown`` tuple of ``CollectiveCall``; ``.memory``
-``ModelStateMemory``; ``.time(link, inter_node_link=None)`` seconds; ``.time_on_cluster(cluster)``
+``ModelStates``; ``.time(link, inter_node_link=None)`` seconds; ``.time_on_cluster(cluster)``
 seconds on a ``ringlab.topology`` cluster (rings per group, on NVLink and the rails); ``.summary()`` text
+``call_counts``, ``shard_group_size``, ``model_states``  the three parts of ``grad_comm_bytes``, each testable
+                                  alone: calls per step, ranks that shard the states, bytes per GPU
 ``ring_bytes_per_rank(collective, numel, world_size, itemsize)``  busiest rank's bytes for one ring collective
 ``bus_bandwidth(collective, message_bytes, seconds, world_size)``  nccl-tests' busbw for all six
                                   collectives: ``ringlab.collectives.cost.busbw``, re-exported (one definition)
@@ -69,11 +71,13 @@ import difflib
 import math
 from dataclasses import dataclass
 
-from ringlab.calc.parsing import check_bool
-from ringlab.calc.units import canonical_dtype, dtype_bytes, format_bytes, positive_int
+from ringlab.validation import check_bool
+from ringlab.calc.units import canonical_dtype, dtype_bytes, format_bytes
+from ringlab.validation import positive_int
 from ringlab.collectives.cost import busbw as bus_bandwidth  # noqa: F401  (re-exported: calc's name for it)
 from ringlab.collectives.registry import get_algorithm
 from ringlab.collectives.ring import ring_busiest_bytes
+from ringlab.topology.timing import group_cluster, rail_cluster, ring_link
 
 STRATEGIES = ("ddp", "zero1", "zero2", "fsdp_shard_grad_op", "fsdp_full_shard", "zero3", "hybrid_shard")
 _ALIASES = {"zero3": "fsdp_full_shard", "full_shard": "fsdp_full_shard", "shard_grad_op": "fsdp_shard_grad_op",
@@ -152,12 +156,16 @@ class CollectiveCall:
 
 
 @dataclass(frozen=True)
-class ModelStateMemory:
-    """Per-GPU bytes of parameters, gradients and optimizer states (ints)."""
+class ModelStates:
+    """Per-GPU bytes (ints) of parameters, gradients (incl. an fp32 accumulation buffer when asked) and
+    optimizer states (master weights + Adam moments), of the whole model or of pipeline stage ``stage``;
+    ``n_params``: the parameters the GPU's share holds unsharded (the model's, or the stage's per tp rank)."""
 
     params: int
     grads: int
     optimizer_states: int
+    n_params: int
+    stage: int = 0
 
     @property
     def total(self) -> int:
@@ -175,7 +183,7 @@ class GradComm:
     grad_accum_steps: int
     message_bytes: int
     breakdown: tuple[CollectiveCall, ...]
-    memory: ModelStateMemory
+    memory: ModelStates
     notes: tuple[str, ...] = ()
 
     @property
@@ -203,8 +211,6 @@ class GradComm:
         Same arithmetic as :meth:`time`; no overlap with compute. Raises ValueError when the cluster's
         shape does not match ``world_size`` (or hybrid_shard's ``gpus_per_node``).
         """
-        from ringlab.topology.timing import group_cluster, rail_cluster, ring_link
-
         if cluster.world_size != self.world_size:
             raise ValueError(f"world_size {self.world_size} differs from the cluster's {cluster.nodes} x "
                              f"{cluster.gpus_per_node} = {cluster.world_size} GPUs")
@@ -298,48 +304,17 @@ def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = 
     or a reshard_after_forward the strategy does not have.
     """
     strat = canonical_strategy(strategy)
+    spec = _STRATEGY_TABLE[strat]
     n_params = positive_int(n_params, "n_params")
     n = positive_int(world_size, "world_size")
     k = positive_int(grad_accum_steps, "grad_accum_steps")
     no_sync = check_bool(no_sync, "no_sync")
-    if reshard_after_forward is not None:
-        reshard_after_forward = check_bool(reshard_after_forward, "reshard_after_forward")
     if optimizer_bytes_per_param < 0:
         raise ValueError(f"optimizer_bytes_per_param must be >= 0, got {optimizer_bytes_per_param}")
-    dt = canonical_dtype(dtype)
-    itemsize = dtype_bytes(dt)
-    if itemsize != int(itemsize):
-        raise ValueError(f"dtype {dtype!r} is sub-byte; gradients are communicated in fp32, fp16, bf16 or fp8")
-    itemsize = int(itemsize)
-    spec = _STRATEGY_TABLE[strat]
-    if reshard_after_forward is not None and not spec.reshards_params:
-        raise ValueError(f"reshard_after_forward applies to fsdp_full_shard and hybrid_shard, not {strat}")
-    reshard = True if reshard_after_forward is None else bool(reshard_after_forward)
-    if fsdp_api not in ("fsdp1", "fsdp2"):
-        raise ValueError(f"fsdp_api must be 'fsdp1' or 'fsdp2', got {fsdp_api!r}")
-    if reshard_after_backward is not None:
-        reshard_after_backward = check_bool(reshard_after_backward, "reshard_after_backward")
-        if fsdp_api != "fsdp2" or not spec.fsdp:
-            raise ValueError("reshard_after_backward is FSDP2's flag: it needs fsdp_api='fsdp2' and an fsdp_* or "
-                             f"hybrid_shard strategy (got fsdp_api={fsdp_api!r}, strategy {strat})")
-    gathers_after_forward = spec.reshards_params and reshard
-    if fsdp_api == "fsdp1":  # _should_free_in_backward: sync_gradients or a reshard-after-forward strategy
-        freed_before_last = (k - 1) if (not no_sync or gathers_after_forward) else 0
-    else:
-        freed_before_last = (k - 1) if reshard_after_backward in (None, True) else 0
-
-    if spec.shards_over == "node":
-        if gpus_per_node is None:
-            raise ValueError(f"{strat} needs gpus_per_node (ranks per node that shard the model)")
-        g = positive_int(gpus_per_node, "gpus_per_node")
-        if n % g:
-            raise ValueError(f"gpus_per_node={g} must divide world_size={n}")
-    elif gpus_per_node is not None:
-        positive_int(gpus_per_node, "gpus_per_node")
-    shard_group = {"nobody": 1, "world": n, "node": gpus_per_node}[spec.shards_over]
-
-    counts = {"once": 1, "micro_batches": k, "grad_syncs": 1 if no_sync else k,
-              "forward_gathers": 1 + freed_before_last, "backward_gathers": k if gathers_after_forward else 0}
+    dt, itemsize = _wire_dtype(dtype)
+    reshard = _reshards_after_forward(strat, spec, reshard_after_forward)
+    counts = call_counts(strat, k, no_sync, reshard, fsdp_api, reshard_after_backward)
+    shard_group = shard_group_size(strat, n, gpus_per_node)
     groups = {"world": (n, n_params), "intra-node": (shard_group, n_params),  # (ranks, elements per call)
               "inter-node": (n // shard_group, math.ceil(n_params / shard_group))}
     calls: list[CollectiveCall] = []
@@ -348,21 +323,91 @@ def grad_comm_bytes(strategy: str, n_params: int, world_size: int, dtype: str = 
         if count and size > 1:
             per_call = ring_bytes_per_rank(collective, numel, size, itemsize)
             calls.append(CollectiveCall(collective, phase, group, size, count, numel * itemsize, count * per_call))
+    memory, notes = model_states(strat, n_params, shard_group, itemsize, optimizer_bytes_per_param, k, no_sync, reshard)
+    return GradComm(strat, n_params, n, dt, k, n_params * itemsize, tuple(calls), memory, notes)
 
-    message = n_params * itemsize
+
+def _wire_dtype(dtype: str) -> tuple[str, int]:
+    """(canonical name, whole bytes per element) of the dtype gradients travel in; sub-byte dtypes are refused."""
+    dt = canonical_dtype(dtype)
+    itemsize = dtype_bytes(dt)
+    if itemsize != int(itemsize):
+        raise ValueError(f"dtype {dtype!r} is sub-byte; gradients are communicated in fp32, fp16, bf16 or fp8")
+    return dt, int(itemsize)
+
+
+def _reshards_after_forward(strategy: str, spec: _Strategy, reshard_after_forward: bool | None) -> bool:
+    """FSDP's ``reshard_after_forward`` for ``strategy`` (default True); refused where the strategy has no such flag."""
+    if reshard_after_forward is None:
+        return True
+    reshard_after_forward = check_bool(reshard_after_forward, "reshard_after_forward")
+    if not spec.reshards_params:
+        raise ValueError(f"reshard_after_forward applies to fsdp_full_shard and hybrid_shard, not {strategy}")
+    return reshard_after_forward
+
+
+def call_counts(strategy: str, grad_accum_steps: int, no_sync: bool, reshard_after_forward: bool = True,
+                fsdp_api: str = "fsdp1", reshard_after_backward: bool | None = None) -> dict[str, int]:
+    """Calls per optimizer step of each ``how_many`` of the strategy table (module docstring, "Per optimizer
+    step"): ``once``, ``micro_batches`` (K), ``grad_syncs``, ``forward_gathers`` and ``backward_gathers``.
+
+    ``strategy``: a canonical name (:func:`canonical_strategy`). Raises ValueError for an unknown ``fsdp_api``
+    or a ``reshard_after_backward`` without fsdp2 and an FSDP strategy.
+    """
+    spec, k = _STRATEGY_TABLE[strategy], grad_accum_steps
+    if fsdp_api not in ("fsdp1", "fsdp2"):
+        raise ValueError(f"fsdp_api must be 'fsdp1' or 'fsdp2', got {fsdp_api!r}")
+    if reshard_after_backward is not None:
+        reshard_after_backward = check_bool(reshard_after_backward, "reshard_after_backward")
+        if fsdp_api != "fsdp2" or not spec.fsdp:
+            raise ValueError("reshard_after_backward is FSDP2's flag: it needs fsdp_api='fsdp2' and an fsdp_* or "
+                             f"hybrid_shard strategy (got fsdp_api={fsdp_api!r}, strategy {strategy})")
+    gathers_after_forward = spec.reshards_params and reshard_after_forward
+    if fsdp_api == "fsdp1":  # _should_free_in_backward: sync_gradients or a reshard-after-forward strategy
+        freed_before_last = (k - 1) if (not no_sync or gathers_after_forward) else 0
+    else:
+        freed_before_last = (k - 1) if reshard_after_backward in (None, True) else 0
+    return {"once": 1, "micro_batches": k, "grad_syncs": 1 if no_sync else k,
+            "forward_gathers": 1 + freed_before_last, "backward_gathers": k if gathers_after_forward else 0}
+
+
+def shard_group_size(strategy: str, world_size: int, gpus_per_node: int | None = None) -> int:
+    """Ranks that split the sharded states of ``strategy`` (canonical name): 1 (DDP), ``world_size``, or
+    ``gpus_per_node`` (hybrid_shard, which requires it and needs it to divide ``world_size``; elsewhere it
+    is only checked). Raises ValueError otherwise."""
+    over = _STRATEGY_TABLE[strategy].shards_over
+    if over == "node":
+        if gpus_per_node is None:
+            raise ValueError(f"{strategy} needs gpus_per_node (ranks per node that shard the model)")
+        g = positive_int(gpus_per_node, "gpus_per_node")
+        if world_size % g:
+            raise ValueError(f"gpus_per_node={g} must divide world_size={world_size}")
+        return g
+    if gpus_per_node is not None:
+        positive_int(gpus_per_node, "gpus_per_node")
+    return 1 if over == "nobody" else world_size
+
+
+def model_states(strategy: str, n_params: int, shard_group: int, itemsize: int, optimizer_bytes_per_param: int,
+                 grad_accum_steps: int, no_sync: bool, reshard_after_forward: bool = True
+                 ) -> tuple[ModelStates, tuple[str, ...]]:
+    """Per-GPU bytes of parameters, gradients and optimizer states of ``strategy`` (canonical name) sharded
+    over ``shard_group`` ranks (module docstring, "Memory"), and the notes on what is not counted."""
+    spec = _STRATEGY_TABLE[strategy]
     shard = math.ceil(n_params / shard_group)
-    full_grads = not spec.grads_sharded or (spec.fsdp and k > 1 and no_sync)
-    params_unsharded = not (spec.reshards_params and reshard)
+    full_grads = not spec.grads_sharded or (spec.fsdp and grad_accum_steps > 1 and no_sync)
+    params_unsharded = not (spec.reshards_params and reshard_after_forward)
     notes = []
     if spec.fsdp and params_unsharded:
         notes.append("parameters stay unsharded from forward to the end of backward: params memory is the peak")
-    if spec.reshards_params and reshard:
+    if spec.reshards_params and reshard_after_forward:
         notes.append("plus one unsharded FSDP unit in flight (not counted)")
     if full_grads and spec.fsdp:
         notes.append("no_sync keeps unsharded gradients between micro-batches")
-    memory = ModelStateMemory(
+    memory = ModelStates(
         params=(n_params if params_unsharded else shard) * itemsize,
         grads=(n_params if full_grads else shard) * itemsize,
         optimizer_states=shard * optimizer_bytes_per_param,
+        n_params=n_params,
     )
-    return GradComm(strat, n_params, n, dt, k, message, tuple(calls), memory, tuple(notes))
+    return memory, tuple(notes)

@@ -55,7 +55,8 @@ import numpy as np
 from ringlab.calc.hardware import Hardware, get_hardware, peak_flops
 from ringlab.calc.kvcache import attention_heads_per_rank, kv_cache_bytes
 from ringlab.calc.models import ModelConfig, get_model
-from ringlab.calc.roofline import attention_decode_cost, check_number
+from ringlab.calc.roofline import attention_decode_cost
+from ringlab.validation import check_number
 from ringlab.calc.units import canonical_dtype, dtype_bytes, format_bytes
 from ringlab.collectives.cost import Link, bus_factor, latency_terms  # Link: any object with .alpha, .bandwidth works
 

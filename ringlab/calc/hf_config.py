@@ -323,7 +323,7 @@ def _layer_types(r: _Reader, f: dict, window: int | None) -> tuple[str, ...] | N
 
 
 def _moe_fields(r: _Reader, f: dict) -> dict:
-    n, mt = f["num_hidden_layers"], f["model_type"]
+    n = f["num_hidden_layers"]
     experts = r.int("num_local_experts", "num_experts", default=0, minimum=0)
     routed = r.int("n_routed_experts", default=0, minimum=0)
     if not (experts > 1 or routed):
@@ -349,7 +349,7 @@ def _moe_fields(r: _Reader, f: dict) -> dict:
 def _transformer(r: _Reader, f: dict) -> dict:
     """Llama-like decoders: Llama 2/3/4, Mistral, Mixtral, Qwen2/3 (MoE, VL), Gemma 1/2/3, Phi-3,
     OLMo-2, StarCoder2, DeepSeek-V2/V3, Kimi-K2, MiniCPM(3), gpt-oss, MiMo, Qwen3-Next."""
-    mt, n, heads = f["model_type"], f["num_hidden_layers"], f["num_attention_heads"]
+    mt, heads = f["model_type"], f["num_attention_heads"]
     out: dict[str, Any] = dict(num_key_value_heads=r.int("num_key_value_heads", default=heads))
     kv_lora = r.int("kv_lora_rank", default=None)
     if kv_lora is not None:

@@ -50,7 +50,8 @@ import math
 from ringlab.calc.hardware import Hardware, get_hardware
 from ringlab.calc.layers import LayerSpec
 from ringlab.calc.models import ModelConfig, get_model
-from ringlab.calc.units import dtype_bytes, positive_int
+from ringlab.calc.units import dtype_bytes
+from ringlab.validation import positive_int
 
 
 def _heads_per_rank(kv: int, tp: int, name: str) -> int:
@@ -83,9 +84,8 @@ def attention_heads_per_rank(model: str | ModelConfig, tp: int = 1) -> int:
     if model.num_attention_heads % tp:
         raise ValueError(f"tp={tp} must divide num_attention_heads={model.num_attention_heads} of {model.name} "
                          "(each tensor-parallel rank computes whole attention heads)")
-    for layer in model.layers:
-        if layer.mixer in ("full", "sliding", "chunked"):
-            _heads_per_rank(layer.kv_heads, tp, model.name)
+    for kv in {layer.kv_heads for layer in model.layers if layer.mixer in ("full", "sliding", "chunked")}:
+        _heads_per_rank(kv, tp, model.name)
     return model.num_attention_heads // tp
 
 

@@ -10,7 +10,7 @@ API
 ``MODELS[name]``                      presets: llama-2-7b/13b/70b, llama-3-8b/70b, llama-3.1-405b,
                                       mistral-7b, mixtral-8x7b, qwen2-72b, deepseek-v3, falcon-7b,
                                       falcon-40b, gemma-2-9b, gpt-oss-20b, nemotron-h-56b
-``get_model(name_or_obj_or_path)``    preset name, ``ModelConfig``, or a path to a config.json
+``get_model(name_or_obj_or_path)``    preset name (or an alias of :data:`ALIASES`), ``ModelConfig``, or a path to a config.json
 ``model.param_count()``               total parameters (tied embeddings counted once)
 ``model.active_param_count()``        parameters used per token (MoE: routed top-k + shared experts)
 ``model.weight_bytes(dtype)``         param_count() x bytes per element (int)
@@ -31,7 +31,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ringlab.calc.hf_config import parse_hf_config
 from ringlab.calc.layers import FFNS, MIXERS, LayerSpec, MambaSpec, dsa_index_key_bytes
+from ringlab.calc.params import count_params
 from ringlab.calc.units import dtype_bytes
 
 
@@ -241,16 +243,12 @@ class ModelConfig:
         checkpoint (671B -> ~685B); the 671B the model card reports excludes them. Raises
         ValueError when ``params_unsupported`` names a layout that is not modelled.
         """
-        from ringlab.calc.params import count_params
-
         return count_params(self, active=False, include_mtp=include_mtp)
 
     def active_param_count(self) -> int:
         """Parameters touched per token: dense models = ``param_count()``; MoE: attention, norms,
         embeddings and LM head, dense layers, router, shared experts and ``num_experts_per_tok``
         routed experts per MoE layer (the model cards' "activated parameters")."""
-        from ringlab.calc.params import count_params
-
         return count_params(self, active=True, include_mtp=False)
 
     def weight_bytes(self, dtype: str = "bf16") -> int:
@@ -271,8 +269,6 @@ class ModelConfig:
         applied and the errors raised (ValueError naming the file and field; TypeError for a
         ``src`` that is neither a path nor a dict).
         """
-        from ringlab.calc.hf_config import parse_hf_config
-
         return cls(**parse_hf_config(src, name=name, source=source))
 
 
@@ -347,6 +343,10 @@ MODELS: dict[str, ModelConfig] = {
 }
 
 
+# other names of a preset: the Llama 3 paper's 405B (Grattafiori et al. 2024) was released as Llama 3.1 405B
+ALIASES = {"llama-3-405b": "llama-3.1-405b"}
+
+
 def get_model(name_or_obj_or_path: str | os.PathLike | ModelConfig) -> ModelConfig:
     """A ``ModelConfig`` from a preset name (case-insensitive), a ``ModelConfig`` (returned as is),
     or a path to a config.json (a str ending in .json, or any existing file / directory holding one).
@@ -360,6 +360,7 @@ def get_model(name_or_obj_or_path: str | os.PathLike | ModelConfig) -> ModelConf
                         f"got {type(name_or_obj_or_path).__name__}")
     text = os.fspath(name_or_obj_or_path)
     key = text.strip().lower().replace("_", "-").replace(" ", "-")
+    key = ALIASES.get(key, key)
     if key in MODELS:
         return MODELS[key]
     path = Path(text)

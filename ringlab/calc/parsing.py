@@ -8,7 +8,8 @@ API
 ``parse_duration(text, name)``   "5" | "250ms" | "1.5 us" | "2min" -> float seconds (bare = ``unit``)
 ``parse_real(text, name)``       finite float within the given limits
 ``parse_int(text, name)``        int within the given limits ("1,024", "1e3" are fine; "2.5" is not)
-``check_int / check_real / check_bool(value, name)``  the same rules for Python arguments
+``check_int / check_real / check_bool(value, name)``  the same rules for Python arguments (defined in
+                                 :mod:`ringlab.validation`, with the range check, for every layer)
 ``echo_quantity(text, value)``   "400 Gb/s = 50 GB/s": what a unit-bearing input was read as
 
 Grammar (ASCII only; whitespace allowed around the number and before the unit)::
@@ -35,9 +36,15 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-import operator
 import re
 from fractions import Fraction
+
+# check_int / check_real / check_bool: the grammar's rules for Python arguments, defined with the range check
+# in ringlab.validation (one home for every layer) and named here too, with the rest of the grammar.
+from ringlab.validation import argument_text as _label
+from ringlab.validation import check_bool, check_int, check_real  # noqa: F401
+from ringlab.validation import check_range as _check_range
+from ringlab.validation import value_text as _shown
 
 MAX_TEXT = 100  # characters: no sane number is longer
 MAX_EXPONENT = 400  # |e| beyond this is refused before any arithmetic
@@ -94,11 +101,6 @@ _ACCEPTED = {
 }
 
 
-def _label(name: str | None, text) -> str:
-    shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
-    return f"{name}={shown}" if name else shown
-
-
 def _split(text: str, name: str | None) -> tuple[Fraction, str]:
     """``text`` -> (exact value of its number, the unit text after it, stripped). Raises ValueError."""
     if len(text) > MAX_TEXT:
@@ -150,19 +152,6 @@ def _quantity(text, name: str | None, units: dict[str, Fraction], kind: str, exa
     return value * units[unit or default]
 
 
-def _fmt(x) -> str:
-    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
-
-
-def _shown(value) -> str:
-    """``value`` (int, float or Fraction) as ``%g`` would show it, also beyond the float range (1e+309)."""
-    try:
-        return f"{float(value):g}"
-    except OverflowError:  # |value| > 1.8e308: read the exponent off the exact integer part
-        digits = str(abs(int(value)))
-        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:6]}".rstrip("0").rstrip(".") + f"e+{len(digits) - 1}"
-
-
 def _to_float(value: Fraction, text, name: str | None, kind: str) -> float:
     """``value`` as a float; ValueError (naming ``name``) when it overflows or a non-zero value rounds to 0."""
     try:
@@ -172,22 +161,6 @@ def _to_float(value: Fraction, text, name: str | None, kind: str) -> float:
     if result == 0 and value != 0:
         raise ValueError(f"{_label(name, text)}: {kind} nearer 0 than any float (the least is {_FLOAT_TINY:.0e})")
     return result
-
-
-def _as_written(limit):
-    """A float limit as the decimal its author wrote (0.01 -> 1/100): the exact binary value of 0.01 is a
-    hair above 1/100, so the typed "0.01" would otherwise fall below a limit of 0.01."""
-    return Fraction(repr(limit)) if isinstance(limit, float) and math.isfinite(limit) else limit
-
-
-def _check_range(value, text, name: str | None, lo, hi, kind: str, lo_open: bool = False) -> None:
-    # typed text is exact decimal: compare it with the limit as written; a Python float with the float limit
-    exact_lo, exact_hi = (_as_written(lo), _as_written(hi)) if isinstance(text, str) else (lo, hi)
-    too_low = lo is not None and (value <= exact_lo if lo_open else value < exact_lo)
-    if too_low or (hi is not None and value > exact_hi):
-        parts = ([f"{'>' if lo_open else '>='} {_fmt(lo)}"] if lo is not None else []) + (
-            [f"<= {_fmt(hi)}"] if hi is not None else [])
-        raise ValueError(f"{_label(name, text)}: {kind} must be {' and '.join(parts)}, got {_shown(value)}")
 
 
 def _whole(value: Fraction, text, name: str | None, kind: str) -> int:
@@ -257,45 +230,6 @@ def parse_int(text, name: str | None = "value", *, min: int | None = None, max: 
     value = _quantity(text, name, {"": Fraction(1)}, "integer", "'64', '1,024'")
     _check_range(value, text, name, min, max, "integer")
     return _whole(value, text, name, "integer")
-
-
-def check_int(value, name: str, *, min: int | None = None, max: int | None = None) -> int:
-    """A Python argument as an int: ints, numpy integers and whole floats (7e9) pass; bools, strings and
-    fractions (2.5) raise TypeError naming ``name``; values outside ``[min, max]`` raise ValueError."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or getattr(value, "dtype", None) is not None and value.dtype.kind == "b":
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r}") from None
-    _check_range(v, value, name, min, max, "integer")
-    return v
-
-
-def check_real(value, name: str, *, min: float | None = None, max: float | None = None,
-               min_open: bool = False) -> float:
-    """A Python argument as a finite float within limits; TypeError for non-numbers, ValueError for NaN, inf
-    or a value out of range, both naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    try:
-        v = float(value)
-    except OverflowError:  # an int or Fraction beyond 1.8e308
-        raise ValueError(f"{name} must be finite, got {_shown(value)}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    _check_range(v, value, name, min, max, "value", lo_open=min_open)
-    return v
-
-
-def check_bool(value, name: str) -> bool:
-    """``value`` if it is a bool (numpy bools too); anything else, ``"no"`` included, raises TypeError."""
-    if isinstance(value, bool) or getattr(value, "dtype", None) is not None and value.dtype.kind == "b" \
-            and getattr(value, "shape", None) == ():
-        return bool(value)
-    raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
 def echo_quantity(text, value: float, kind: str = "bandwidth") -> str:

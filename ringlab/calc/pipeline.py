@@ -61,7 +61,7 @@ from typing import Literal
 
 import numpy as np
 
-from ringlab.calc.roofline import check_number
+from ringlab.validation import check_number
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
 RELATIVE_TO = ("ideal", "total")

@@ -20,21 +20,10 @@ import math
 from fractions import Fraction
 from dataclasses import asdict, dataclass
 
-import numpy as np
 
 from ringlab.calc.hardware import Hardware, get_hardware, peak_flops
 from ringlab.calc.units import canonical_dtype, dtype_bytes, format_flops
-
-
-def check_number(name: str, value, minimum: float = 0, *, integer: bool = False, strict: bool = False):
-    """Return ``value`` if it is a finite real number (an int if ``integer``) that is >= ``minimum``
-    (> ``minimum`` if ``strict``); otherwise raise TypeError or ValueError naming ``name``."""
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise TypeError(f"{name} must be {'an int' if integer else 'a number'}, got {type(value).__name__}")
-    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum}, got {value}")
-    return value
+from ringlab.validation import check_number
 
 
 def tensor_bytes(numel: int, dtype: str) -> int:

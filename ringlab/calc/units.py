@@ -20,7 +20,6 @@ Conventions: GB = 10**9 bytes, GiB = 2**30 bytes, always labelled (IEC 80000-13)
 from __future__ import annotations
 
 import difflib
-import operator
 from fractions import Fraction
 
 from ringlab.calc.parsing import parse_count, parse_size  # noqa: F401 - re-exported: sizes live with units
@@ -57,6 +56,8 @@ def canonical_dtype(name: str) -> str:
     Case-insensitive; ``torch.``/``np.`` prefixes are ignored. Raises ValueError listing the
     accepted names (with close matches first) for an unknown name, TypeError for a non-string.
     """
+    if isinstance(name, str) and name in DTYPE_BYTES:  # already canonical: the calculators' hot path
+        return name
     if not isinstance(name, str):
         raise TypeError(f"dtype must be a string such as 'bf16', got {type(name).__name__}")
     key = name.strip().lower().removeprefix("torch.").removeprefix("np.").removeprefix("numpy.")
@@ -72,22 +73,6 @@ def canonical_dtype(name: str) -> str:
 def dtype_bytes(name: str) -> int | Fraction:
     """Bytes per element of dtype ``name`` (int, or Fraction(1, 2) for int4). See ``canonical_dtype``."""
     return DTYPE_BYTES[canonical_dtype(name)]
-
-
-def positive_int(value, name: str) -> int:
-    """``value`` as a positive int: accepts ints, numpy integers and floats holding a whole number
-    (7e9). Raises TypeError (naming ``name``) for other types or fractions, ValueError if <= 0."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be a positive integer, got {value!r}")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be a positive integer, got {value!r}") from None
-    if v <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {v}")
-    return v
 
 
 def format_bytes(n: int | float | Fraction) -> str:

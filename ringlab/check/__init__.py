@@ -9,12 +9,17 @@ Exercise ids are a topic number and a letter (see :mod:`ringlab.course.registry`
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import html
 import io
 
+from ringlab.course.make_exercises import BEGIN, END, GO_BEGIN, GO_END
+
+from . import loader
 from .exercise import Exercise
 from .registry import EXERCISES, get_exercise
-from .result import GradeResult
+from .result import NOT_ATTEMPTED, WRONG, GradeResult
 
 
 def grade(exercise_id: str, fn=None) -> GradeResult:
@@ -23,16 +28,13 @@ def grade(exercise_id: str, fn=None) -> GradeResult:
     Never raises: an unknown id, a missing file or a broken import become a ``wrong`` or
     ``not attempted`` result with the reason in ``message``.
     """
-    from .loader import load
-    from .result import NOT_ATTEMPTED, WRONG
-
     try:
         ex = get_exercise(exercise_id)
     except ValueError as exc:
         return GradeResult(exercise_id, "?", WRONG, str(exc))
     if fn is None:
         try:
-            fn = load(exercise_id)
+            fn = loader.load(exercise_id)
         except FileNotFoundError as exc:
             return GradeResult(ex.id, ex.function, NOT_ATTEMPTED, str(exc))
         except Exception as exc:  # a syntax error in the learner's file, for instance
@@ -50,9 +52,7 @@ def hint(exercise_id: str, n: int = 1) -> str:
 
 def load(exercise_id: str, file=None):
     """Import the learner's function for ``exercise_id``; see :func:`ringlab.check.loader.load`."""
-    from .loader import load as _load
-
-    return _load(exercise_id, file)
+    return loader.load(exercise_id, file)
 
 
 class WorkedAnswer:
@@ -65,8 +65,6 @@ class WorkedAnswer:
         return f"# worked answer for {self.exercise_id}\n{self.source}"
 
     def _repr_html_(self) -> str:
-        import html
-
         return (f"<details><summary>Worked answer for {self.exercise_id} (click to open)</summary>"
                 f"<pre>{html.escape(self.source)}</pre></details>")
 
@@ -81,8 +79,6 @@ class Reveal:
         return f"# {self.title}\n{self.text}"
 
     def _repr_html_(self) -> str:
-        import html
-
         return f"<details><summary>{html.escape(self.title)}</summary><pre>{html.escape(self.text)}</pre></details>"
 
 
@@ -107,18 +103,18 @@ def worked_answer(exercise_id: str) -> WorkedAnswer:
 
     Raises ValueError for an unknown id and FileNotFoundError when solutions/ is not available.
     """
-    import ast
-
-    from ringlab.course.make_exercises import BEGIN, END
-
-    from .loader import find_project_dir
-
     ex = get_exercise(exercise_id)
-    path = find_project_dir("solutions") / f"{ex.module}.py"
+    if ex.solution_file:  # in another language (19b, Go): the whole file, without its markers
+        path = loader.find_project_dir("go").parent / ex.solution_file
+        if not path.is_file():
+            raise FileNotFoundError(f"{ex.id}: no worked answer at {path}")
+        return WorkedAnswer(ex.id, "".join(line for line in path.read_text().splitlines(keepends=True)
+                                           if line.strip() not in (GO_BEGIN, GO_END)))
+    path = loader.find_project_dir("solutions") / f"{ex.module}.py"
     if not path.is_file():
         raise FileNotFoundError(f"{ex.id}: no worked answer at {path}")
     source = path.read_text()
-    if len(ex.topic.exercises) > 1:
+    if len([e for e in ex.topic.exercises if not e.file]) > 1:  # several Python exercises share the file
         node = next(n for n in ast.parse(source).body if getattr(n, "name", None) == ex.function)
         source = ast.get_source_segment(source, node) + "\n"
     lines = [line for line in source.splitlines(keepends=True) if line.strip() not in (BEGIN, END)]

@@ -32,6 +32,17 @@ class Exercise:
         return topic_of_exercise(self.id)
 
     @property
+    def file(self) -> str:
+        """The learner's file, relative to the repository root, for an exercise not written in the topic's
+        Python file (19b: ``go/shards/exercise/download.go``); ``""`` for the others."""
+        return next(ref.file for ref in self.topic.exercises if ref.id == self.id)
+
+    @property
+    def solution_file(self) -> str:
+        """The worked solution of an exercise with its own :attr:`file`; ``""`` for the others."""
+        return next(ref.solution_file for ref in self.topic.exercises if ref.id == self.id)
+
+    @property
     def module(self) -> str:
         """The exercise file's stem, ``NN_slug`` (``exercises/NN_slug.py``)."""
         return self.topic.stem

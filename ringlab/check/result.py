@@ -59,7 +59,8 @@ class GradeResult:
             topic = topic_of_exercise(self.exercise)
         except ValueError:
             return ""
-        return (f"to attempt it: write {self.function} in {topic.exercise_file}, save, and grade it with "
+        where = next((ex.file for ex in topic.exercises if ex.id == self.exercise and ex.file), topic.exercise_file)
+        return (f"to attempt it: write {self.function} in {where}, save, and grade it with "
                 f"`ringlab check {self.exercise}` (in a notebook: grade(\"{self.exercise}\"))")
 
     def __str__(self) -> str:

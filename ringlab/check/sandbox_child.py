@@ -7,7 +7,9 @@ folders (the repository, the learner's folder) are read-only, then a second pair
 locks those mounts so the code cannot unmount them. Then it imports its own machinery and the modules
 the learner's file imports at top level, says ``ready`` (the parent's clock starts), imports the
 learner's file (a copy, in a scratch folder that is the working directory) and serves the parent's
-calls of the learner's function. It never grades: the verdict is computed in the parent.
+calls of the learner's function (an ``async def`` one runs to completion on an event loop of its own, and the
+parent receives :func:`ringlab.check.aio.run_async`'s report). It never grades: the verdict is computed in the
+parent.
 """
 
 import ctypes
@@ -99,6 +101,7 @@ def main(parent_pid: int, fd: int, read_only_json: str, file: str, exercise_id: 
     die_with_parent(parent_pid)
     jail = make_read_only(json.loads(read_only_json))
     import importlib
+    import inspect
     import socket
     import threading
 
@@ -135,6 +138,10 @@ def main(parent_pid: int, fd: int, read_only_json: str, file: str, exercise_id: 
         code = getattr(fn, "__code__", None)
         info = (getattr(fn, "__name__", ""), getattr(fn, "__qualname__", ""),
                 code.co_firstlineno if code is not None else 0)
+        if inspect.iscoroutinefunction(fn):  # an async exercise (19a): the parent gets a report, never a coroutine
+            from ringlab.check.aio import blocking
+
+            fn = blocking(fn)
         peer.send(("loaded", True, (peer.encode(fn), type(fn).__name__ == "function", info)))
     threading.Event().wait()  # serve until the parent ends this process
 

@@ -33,6 +33,9 @@ import threading
 import time
 import traceback
 
+import ml_dtypes
+import numpy as np
+
 MAX_MESSAGE = 1 << 28  # bytes in one message; a grader's inputs and answers are far smaller
 MAX_DEPTH = 100  # nesting of containers in one value
 _HEADER = struct.Struct("!Q")
@@ -82,11 +85,7 @@ def _dtype_token(dt) -> str:
 
 
 def _dtype(token):
-    import numpy as np
-
     if token in _ML_DTYPES:
-        import ml_dtypes
-
         return np.dtype(getattr(ml_dtypes, token))
     if not isinstance(token, str) or not _NUMPY_DTYPE.fullmatch(token):
         raise ProtocolError(f"unknown dtype {token!r}")
@@ -100,8 +99,6 @@ def _shape(shape) -> tuple[int, ...]:
 
 
 def _array_from(token, shape, data):
-    import numpy as np
-
     dt, shape = _dtype(token), _shape(shape)
     count = 1
     for n in shape:

@@ -180,7 +180,7 @@ def reduced_bytes(collective: str, algorithm: str, world_size: int, message_byte
 
 
 # The closed forms count bytes in int64. No algorithm's busiest rank sends more than (N - 1) x M bytes (the
-# direct all-reduce sends exactly that; tests/test_cli_cost.py checks every algorithm) and none computes
+# direct all-reduce sends exactly that; tests/commands/test_cli_cost.py checks every algorithm) and none computes
 # with more than twice that, so (N - 1) x M <= 2**61 keeps every count exact.
 BYTES_MAX = 2**61
 

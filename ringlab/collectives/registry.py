@@ -138,12 +138,13 @@ def algorithms_for(collective: str) -> tuple[str, ...]:
     return tuple(name for coll, name in ALGORITHMS if coll == collective)
 
 
-def check_collective(collective: str) -> str:
-    """Return ``collective`` if known, else raise ValueError naming the accepted ones and close matches."""
-    if collective not in COLLECTIVES:
-        close = difflib.get_close_matches(str(collective), COLLECTIVES, n=2)
+def check_collective(collective: str, accepted: tuple[str, ...] = COLLECTIVES) -> str:
+    """Return ``collective`` if it is one of ``accepted`` (default: every registered collective; a caller that
+    runs fewer passes its own), else raise ValueError naming the accepted ones and close matches."""
+    if collective not in accepted:
+        close = difflib.get_close_matches(str(collective), accepted, n=2)
         hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-        raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}; got {collective!r}{hint}")
+        raise ValueError(f"collective must be one of {', '.join(accepted)}; got {collective!r}{hint}")
     return collective
 
 

@@ -21,8 +21,16 @@ import os
 import sys
 
 from ringlab import cli_args
-from ringlab.dist.bench import (COLLECTIVES, DTYPES, format_table, run_bench, run_bench_torchrun,
-                                torchrun_environment, write_csv)
+from ringlab.dist import LaunchInterrupted, LaunchTimeout, RankError, max_local_ranks
+from ringlab.dist.bench import (
+    COLLECTIVES,
+    DTYPES,
+    format_table,
+    run_bench,
+    run_bench_torchrun,
+    torchrun_environment,
+    write_csv,
+)
 
 MAX_MESSAGE_BYTES = 2**36  # 64 GiB: beyond any one host's collective buffers
 
@@ -54,8 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from ringlab.dist import LaunchInterrupted, LaunchTimeout, RankError, max_local_ranks
-
     try:
         if args.min_bytes > args.max_bytes:
             raise ValueError(f"need --min-bytes <= --max-bytes (min_bytes={args.min_bytes:,}, "

@@ -16,6 +16,18 @@ import sys
 from types import SimpleNamespace
 
 from ringlab import cli_args, textfmt
+from ringlab.calc import (
+    format_bytes,
+    get_model,
+    grad_comm_bytes,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    kv_heads_per_rank,
+    parse_count,
+)
+from ringlab.calc.comm import canonical_strategy
+from ringlab.calc.kvcache import kv_cache_by_layer_kind
+from ringlab.topology import get_cluster
 
 # name -> (module, function taking argv and returning an exit code, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -70,9 +82,6 @@ def _per_token_text(per_token: int, averaged: float, tokens: int) -> str:
 
 
 def kv_main(argv: list[str]) -> int:
-    from ringlab.calc import format_bytes, get_model, kv_cache_bytes, kv_cache_bytes_per_token, kv_heads_per_rank
-    from ringlab.calc.kvcache import kv_cache_by_layer_kind
-
     p = cli_args.ArgumentParser(prog="ringlab calc kv", description="KV-cache memory on one GPU (GB = 1e9 B, GiB = 2**30 B).")
     p.add_argument("--model", type=cli_args.name_or_path, required=True,
                    help="preset name (e.g. llama-2-70b) or path to a HF config.json")
@@ -111,9 +120,6 @@ def kv_main(argv: list[str]) -> int:
 
 
 def comm_main(argv: list[str]) -> int:
-    from ringlab.calc import get_model, grad_comm_bytes, parse_count
-    from ringlab.calc.comm import canonical_strategy
-
     p = cli_args.ArgumentParser(prog="ringlab calc comm",
                                 description="Bytes each rank sends per optimizer step, and model-state memory per GPU.")
     p.add_argument("--strategy", type=cli_args.text(), required=True, help="ddp, zero1, zero2, fsdp_shard_grad_op, fsdp_full_shard (zero3), hybrid_shard")
@@ -183,8 +189,6 @@ def _comm_cluster(args):
         return None
     if args.bandwidth is not None:
         raise ValueError("--bandwidth times one flat link; --topology times the cluster: give one of them")
-    from ringlab.topology import get_cluster
-
     g = get_cluster(args.topology).gpus_per_node
     nodes = args.nodes
     if nodes is None:

@@ -11,12 +11,17 @@ results and errors.
 from __future__ import annotations
 
 from ringlab import cli_args, textfmt
+from ringlab.calc.decode import DEFAULT_MEMORY_FRACTION, decode_step, max_batch_for_sla, naive_linear_decode_time
+from ringlab.calc.pipeline import SCHEDULES, bubble_fraction, peak_in_flight, pipeline_schedule
+from ringlab.calc.roofline import roofline
+from ringlab.calc.units import canonical_dtype
+from ringlab.collectives.cost import get_link
 from ringlab.commands.calc import emit, fail
+from ringlab.topology import get_cluster
+from ringlab.topology.timing import group_cluster, ring_link
 
 
 def roofline_main(argv: list[str]) -> int:
-    from ringlab.calc.roofline import roofline
-
     p = cli_args.ArgumentParser(prog="ringlab calc roofline",
                                 description="Place a kernel on a roofline: memory- or compute-bound, and its time.")
     p.add_argument("--flops", type=cli_args.real(min=0, min_open=True, max=1e30), required=True, help="FLOPs the kernel performs, e.g. 512e9")
@@ -34,9 +39,6 @@ def roofline_main(argv: list[str]) -> int:
 
 
 def decode_main(argv: list[str]) -> int:
-    from ringlab.calc.decode import DEFAULT_MEMORY_FRACTION, decode_step, max_batch_for_sla, naive_linear_decode_time
-    from ringlab.calc.units import canonical_dtype
-
     p = cli_args.ArgumentParser(
         prog="ringlab calc decode",
         description="Decode step time vs batch size (weights read once per step) and the largest batch "
@@ -77,8 +79,6 @@ def decode_main(argv: list[str]) -> int:
         if args.nodes is not None and args.topology is None:
             raise ValueError("--nodes needs --topology")
         if args.fabric is not None:
-            from ringlab.collectives.cost import get_link
-
             link = get_link(args.fabric)
         if args.topology is not None:
             link = _tp_link(args.topology, args.nodes, args.tp)
@@ -112,17 +112,12 @@ def decode_main(argv: list[str]) -> int:
 
 def _tp_link(topology: str, nodes: int | None, tp: int):
     """The ring all-reduce of a TP group of ``tp`` consecutive ranks on the cluster, as one alpha-beta link."""
-    from ringlab.topology import get_cluster
-    from ringlab.topology.timing import group_cluster, ring_link
-
     g = get_cluster(topology).gpus_per_node
     cluster = get_cluster(topology, nodes if nodes is not None else max(1, -(-tp // g)))
     return ring_link(group_cluster(cluster, tp), "all_reduce")
 
 
 def bubble_main(argv: list[str]) -> int:
-    from ringlab.calc.pipeline import SCHEDULES, bubble_fraction, peak_in_flight, pipeline_schedule
-
     p = cli_args.ArgumentParser(prog="ringlab calc bubble",
                                 description="Pipeline-parallel bubble fraction and peak in-flight micro-batches.")
     p.add_argument("--stages", type=cli_args.integer(min=1, max=100_000), required=True, help="pipeline stages P")

@@ -10,7 +10,11 @@ from __future__ import annotations
 import inspect
 
 from ringlab import cli_args, textfmt
-from ringlab.calc.training.step import MIN_EFFICIENCY
+from ringlab.calc import format_bytes
+from ringlab.calc.training.layout import ParallelLayout
+from ringlab.calc.training.memory import Precision, resolve_no_sync
+from ringlab.calc.training.plan import train_plan
+from ringlab.calc.training.step import MIN_EFFICIENCY, dimension_placement, resolve_cluster
 from ringlab.commands.calc import emit, fail
 
 _DEGREE = cli_args.integer(min=1, max=1 << 20)
@@ -60,11 +64,6 @@ def _sizes(n: int) -> dict:
 
 
 def train_main(argv: list[str]) -> int:
-    from ringlab.calc import format_bytes
-    from ringlab.calc.training.layout import ParallelLayout
-    from ringlab.calc.training.memory import Precision, resolve_no_sync
-    from ringlab.calc.training.plan import train_plan
-
     p = _parser()
     a = p.parse_args(argv)
     if a.efficiency is not None and a.efficiency < MIN_EFFICIENCY:  # checked here: the grammar compares exact decimals with the float bound
@@ -97,7 +96,7 @@ def train_main(argv: list[str]) -> int:
         "seq_len": a.seq_len, "micro_batch": a.micro_batch, "global_batch": a.global_batch,
         "num_microbatches": plan.batch.num_microbatches, "strategy": plan.strategy, "recompute": plan.recompute,
         "busiest_stage": b,
-        "memory_per_gpu": {"params": mem.states.params, "grads": mem.states.grads, "optimizer_states": mem.states.optimizer,
+        "memory_per_gpu": {"params": mem.states.params, "grads": mem.states.grads, "optimizer_states": mem.states.optimizer_states,
                            "activations": mem.activations.total, "temporary": mem.temporary, "total": _sizes(mem.total)},
         "stages": [{"stage": i, "params_held": m.states.n_params, "total_bytes": m.total,
                     "activations": m.activations.total, "in_flight": m.activations.in_flight}
@@ -115,7 +114,7 @@ def train_main(argv: list[str]) -> int:
              f"  memory per GPU, stage {b} (the largest of {layout.pp}):",
              f"    parameters      {format_bytes(mem.states.params)}",
              f"    gradients       {format_bytes(mem.states.grads)}",
-             f"    optimizer       {format_bytes(mem.states.optimizer)}",
+             f"    optimizer       {format_bytes(mem.states.optimizer_states)}",
              f"    activations     {format_bytes(mem.activations.total)} ({mem.activations.in_flight} in flight)",
              f"    temporary       {format_bytes(mem.temporary)}",
              f"    total           {format_bytes(mem.total)}",
@@ -127,8 +126,6 @@ def train_main(argv: list[str]) -> int:
     lines.append(f"  FLOPs per step: model {plan.flops.model_flops:.4g} (6ND {plan.flops.six_nd:.4g} + attention), "
                  f"hardware {plan.flops.hardware_flops:.4g}")
     if plan.time is not None:
-        from ringlab.calc.training.step import dimension_placement, resolve_cluster
-
         placement = dimension_placement(layout, resolve_cluster(a.topology, layout.world_size))
         data["placement"] = placement
         lines += [f"  placement on {a.topology}: " + "; ".join(f"{d.upper()} {where}" for d, where in placement.items())]

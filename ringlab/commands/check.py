@@ -14,14 +14,16 @@ interrupted (Ctrl-C, SIGTERM), after stopping your code.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
 from ringlab import cli_args
 from ringlab.check import EXERCISES
-from ringlab.course import exercise_refs, get_topic, resolve_exercise
 from ringlab.check.isolated import grade_isolated, time_limit
 from ringlab.check.loader import exercise_dir
+from ringlab.check.topics import Progress
+from ringlab.course import exercise_refs, get_topic, resolve_exercise
 from ringlab.textfmt import wrap_lines
 
 EXIT_NOT_GRADED = 3
@@ -32,8 +34,6 @@ def progress_table(timeout: float | None = None) -> str:
 
     ``timeout``: seconds each exercise's code may run (default: each exercise's :func:`time_limit`).
     """
-    from ringlab.check.topics import Progress
-
     rows = [(ex, grade_isolated(ex_id, timeout=timeout)) for ex_id, ex in EXERCISES.items()]
     return f"exercises in {exercise_dir()}\n{Progress(rows)}"
 
@@ -77,8 +77,6 @@ def _main(argv: list[str]) -> int:
         parser.error("name an exercise (e.g. 01a), a topic (e.g. 05 or kv_cache) or use --all")
     ids = _exercise_ids(parser, args.exercise)
     if args.file:
-        import os
-
         if not os.path.isfile(args.file):
             parser.exit(2, f"ringlab check: error: argument --file: no such file: {args.file!r}\n")
     status = 0

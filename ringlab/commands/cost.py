@@ -4,7 +4,9 @@ Examples: ``ringlab cost --collective all_reduce --world-size 64 --size 1GiB --f
 link, the alpha-beta model of :mod:`ringlab.collectives.cost`); ``ringlab cost --topology dgx-h100
 --nodes 2 --size 1GiB`` (every algorithm routed on a cluster: step-model time, busbw, the line-rate
 ceiling, the bottleneck link, bytes per link class and the share of traffic that leaves the node;
-:mod:`ringlab.topology`).
+:mod:`ringlab.topology`; at any size: rings and the hierarchy from ring rules where their schedules are too
+large to route, :mod:`ringlab.topology.scale`); add ``--nccl`` for the algorithm, protocol, channels and time NCCL's own tuning
+model predicts at each size up to S (:mod:`ringlab.nccl.tuning`; ``--nccl-version``, ``--nccl-env NCCL_PROTO=Simple``).
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import argparse
 import sys
 
 from ringlab import cli_args, textfmt
-
+from ringlab.calc.units import format_size, parse_size
 from ringlab.collectives import COLLECTIVES
 from ringlab.collectives.cost import LARGE_MESSAGE_ALGORITHM, LINKS, Link, cost_table, crossover, get_link, linear_cost
-from ringlab.calc.units import format_size, parse_size
-from ringlab.topology import FABRICS, PRESETS, PROTOCOLS, cluster_schedules, cost_of, custom_cluster, get_cluster
+from ringlab.nccl.tuning.sweep import format_sweep, nccl_sweep, parse_env
+from ringlab.nccl.tuning.versions import NEWEST as NCCL_NEWEST
+from ringlab.nccl.tuning.versions import VERSIONS as NCCL_VERSIONS
+from ringlab.topology import FABRICS, PRESETS, PROTOCOLS, custom_cluster, get_cluster
 from ringlab.topology.cluster import MAX_LINKS
+from ringlab.topology.scale import cluster_costs
 
 GPU_GBS_MIN = 0.1  # GB/s: below a PCIe 1.0 x1 lane (0.25 GB/s); smaller is a unit slip (Gb/s? MB/s?)
 NIC_GBPS_MIN = 1.0  # Gb/s: below any NIC sold for a cluster
@@ -53,6 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--nics", type=cli_args.integer(min=0, max=1024), default=0, help="custom: NICs per node")
     c.add_argument("--nic-gbps", type=cli_args.real(min=0, max=1e5), default=0.0,
                    help=f"custom: Gb/s per NIC, as sold (400 for NDR), {NIC_GBPS_MIN:g} to 100,000 (0: no NICs)")
+    n = p.add_argument_group("NCCL's tuning model (ringlab.nccl.tuning), with --topology")
+    n.add_argument("--nccl", action="store_true", help="per size up to S: the algorithm, protocol, channels and "
+                   "time NCCL's own model predicts, beside the line-rate time")
+    n.add_argument("--nccl-version", choices=tuple(NCCL_VERSIONS),
+                   help=f"the NCCL release whose model to use (default {NCCL_NEWEST})")
+    n.add_argument("--nccl-env", action="append", metavar="NAME=VALUE", type=cli_args.text(),
+                   help="an NCCL variable the model reads, e.g. NCCL_PROTO=Simple, NCCL_ALGO=Ring, "
+                        "NCCL_MAX_NCHANNELS=4, NCCL_NVLS_ENABLE=0 (repeatable)")
+    n.add_argument("--compcap", type=cli_args.integer(min=60, max=120),
+                   help="custom topologies: the GPUs' compute capability for --nccl (90 for H100)")
     return p
 
 
@@ -106,18 +121,13 @@ def _cluster(args):
 
 
 def _cluster_rows(args, cluster, size: int) -> tuple[list[dict], list[tuple[str, str]]]:
-    rows, skipped = [], []
-    for name, sched, why in cluster_schedules(args.collective, cluster, args.channels,
-                                              [args.algorithm] if args.algorithm else None):
-        if sched is None:
-            skipped.append((name, why))
-            continue
-        c = cost_of(sched, cluster, size, args.protocol)
-        rows.append({"algorithm": name, "seconds": c.seconds, "algbw": c.algbw, "busbw": c.busbw, "steps": c.steps,
-                     "line_rate_seconds": c.line_rate_seconds, "line_rate_busbw": c.line_rate_busbw,
-                     "bottleneck": c.bottleneck, "bottleneck_class": c.bottleneck_class,
-                     "bytes_per_link_class": c.bytes_per_class, "inter_node_fraction": c.inter_node_fraction,
-                     "bytes_moved": c.bytes_moved})
+    costs, skipped = cluster_costs(args.collective, cluster, size, args.protocol, args.channels,
+                                   [args.algorithm] if args.algorithm else None)
+    rows = [{"algorithm": c.algorithm, "seconds": c.seconds, "algbw": c.algbw, "busbw": c.busbw, "steps": c.steps,
+             "line_rate_seconds": c.line_rate_seconds, "line_rate_busbw": c.line_rate_busbw,
+             "bottleneck": c.bottleneck, "bottleneck_class": c.bottleneck_class,
+             "bytes_per_link_class": c.bytes_per_class, "inter_node_fraction": c.inter_node_fraction,
+             "bytes_moved": c.bytes_moved} for c in costs]
     return rows, skipped
 
 
@@ -141,6 +151,12 @@ def _format_cluster(rows: list[dict], header: str) -> str:
                                       "GPU link GB (max)"], traffic, align="llrrr"))
 
 
+def _nccl_options(args) -> list[str]:
+    """The options of NCCL's model given on the command line besides --nccl itself."""
+    return [name for name, value in (("--nccl-version", args.nccl_version), ("--nccl-env", args.nccl_env),
+                                     ("--compcap", args.compcap)) if value is not None]
+
+
 def _main_cluster(parser, args) -> int:
     try:
         for flag in _FLAT_ONLY + ("fabric",):
@@ -157,6 +173,15 @@ def _main_cluster(parser, args) -> int:
         if not rows:  # every algorithm over the limits (or unavailable): nothing to show
             raise ValueError(f"no algorithm runs on --nodes {args.nodes:,} of {cluster.name}: "
                              + "; ".join(f"{n}: {w}" for n, w in skipped[:2]) + ("; ..." if len(skipped) > 2 else ""))
+        sweep = None
+        if args.nccl:
+            best = min(rows, key=lambda r: r["line_rate_seconds"])
+            sweep = nccl_sweep(cluster, args.collective, size, args.nccl_version or NCCL_NEWEST,
+                               parse_env(args.nccl_env),
+                               best["line_rate_seconds"], args.compcap, best["algorithm"])
+        elif _nccl_options(args):
+            raise ValueError(f"{' and '.join(_nccl_options(args))} need{'s' if len(_nccl_options(args)) == 1 else ''} "
+                             "--nccl")
     except (ValueError, TypeError) as exc:
         parser.exit(2, f"ringlab cost: error: {exc}\n")
     if args.json:
@@ -167,12 +192,15 @@ def _main_cluster(parser, args) -> int:
                                        "nic_gbps": cluster.nic_gbps, "nic_bandwidth_Bps": cluster.nic_bandwidth,
                                        "nvls": cluster.nvls, "sharp": cluster.sharp, "source": cluster.source},
                           "protocol": args.protocol or "simple", "algorithms": rows,
-                          "skipped": [{"algorithm": n, "why": w} for n, w in skipped]}))
+                          "skipped": [{"algorithm": n, "why": w} for n, w in skipped],
+                          **({"nccl": sweep.as_dict()} if sweep else {})}))
         return 0
     header = f"{args.collective}, S={_size_text(size)} on {cluster.describe()}"
     print(_format_cluster(rows, header))
     for name, why in skipped:
         print(textfmt.wrap(f"{name}: not run ({why})"))
+    if sweep:
+        print("\n" + format_sweep(sweep))
     print(textfmt.wrap("model: each step costs its latency plus its busiest link's bytes over that link's bandwidth; "
                        "line-rate busbw: the busiest link of the whole run saturated (the ceiling). See "
                        "ringlab.topology.timing"))
@@ -187,6 +215,10 @@ def main(argv: list[str]) -> int:
     if args.world_size is None:
         args.world_size = 64
     try:
+        if args.nccl or _nccl_options(args):
+            given = " and ".join((["--nccl"] if args.nccl else []) + _nccl_options(args))
+            raise ValueError(f"{given} need{'s' if ' and ' not in given else ''} --topology (NCCL's model runs on a "
+                             "cluster's graphs)")
         for flag in ("channels", "algorithm", "protocol", "gpus_per_node", "gpu_gbs", "intra"):
             if getattr(args, flag) is not None:
                 raise ValueError(f"--{flag.replace('_', '-')} needs --topology")

@@ -17,6 +17,8 @@ import argparse
 from ringlab import cli_args, textfmt
 from ringlab.nccl import ParseError, explain
 from ringlab.nccl.reader import read_paths
+from ringlab.viz._mpl import pyplot
+from ringlab.viz.nccl import plot_busbw
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,9 +37,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def plot(reports, path: str) -> None:
     """Save :func:`ringlab.viz.nccl.plot_busbw` of ``reports`` as a PNG at ``path``."""
-    from ringlab.viz._mpl import pyplot
-    from ringlab.viz.nccl import plot_busbw
-
     fig = plot_busbw(reports)
     fig.savefig(path, dpi=100)
     pyplot().close(fig)

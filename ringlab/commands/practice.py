@@ -14,8 +14,15 @@ import argparse
 import secrets
 import sys
 
+import numpy as np
+
 from ringlab import cli_args
 from ringlab.check.cards import card_ids, is_parametrised, load_card, resolve
+from ringlab.course import get_topic
+from ringlab.plan.design import check_design, draw_prompt
+from ringlab.practice import state
+from ringlab.practice.session import Session
+from ringlab.textfmt import table, wrap, wrap_lines
 
 BUDGET_MAX_S = 3600.0
 
@@ -25,8 +32,6 @@ def _card_of(key: str) -> tuple[str, str | None]:
     try:
         return resolve(key)
     except ValueError:
-        from ringlab.course import get_topic
-
         try:
             topic = get_topic(key)
         except ValueError:
@@ -54,16 +59,17 @@ def _parser() -> cli_args.ArgumentParser:
     p.add_argument("--fixed", action="store_true", help="session with the fixed numbers of the problem set")
     p.add_argument("--budget", type=cli_args.duration(unit="min", max=BUDGET_MAX_S), default=None,
                    help="time per card of a session, e.g. 5 (minutes), 90s (default 5 min)")
+    p.add_argument("--design", action="store_true",
+                   help="a design interview: a training job to lay out; type dp= tp= pp= ... and get the interviewer's "
+                        "answer (--seed picks the job, --layout answers without a prompt)")
+    p.add_argument("--layout", type=cli_args.text(max_len=200), default=None,
+                   help="with --design: the layout, e.g. 'dp=8 tp=8 pp=8 zero=1 recompute=selective'")
     p.add_argument("--progress", action="store_true", help="print your practice record and exit")
     p.add_argument("--reset", action="store_true", help="delete your practice record and exit")
     return p
 
 
 def _list() -> int:
-    from ringlab.course import get_topic
-    from ringlab.practice import state
-    from ringlab.textfmt import table, wrap
-
     record = state.load()["cards"]
     rows = []
     for cid in card_ids():
@@ -77,14 +83,10 @@ def _list() -> int:
 
 
 def _progress() -> int:
-    from ringlab.practice import state
-
     data = state.load()
     if not data["cards"]:
         print(f"no practice recorded yet ({state.state_path()})")
         return 0
-    from ringlab.textfmt import table, wrap
-
     rows = [[cid, str(e["attempts"]), str(e["right"]), str(e["wrong"]),
              f"{e['score']:.0%}" if e.get("score") is not None else "-", str(e["last"])]
             for cid, e in sorted(data["cards"].items())]
@@ -98,8 +100,6 @@ def _progress() -> int:
 
 
 def _single(card_id: str, reveal: bool) -> int:
-    from ringlab.textfmt import wrap_lines
-
     card = load_card(card_id)
     print(wrap_lines(card.text(reveal=False), hang=""))
     if not reveal:
@@ -115,6 +115,8 @@ def _single(card_id: str, reveal: bool) -> int:
 def main(argv: list[str]) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.design or args.layout is not None:
+        return _design(parser, args)
     if args.progress and args.reset:
         parser.error("give --progress or --reset, not both (--reset deletes the record that --progress shows)")
     if args.progress or args.reset:
@@ -125,8 +127,6 @@ def main(argv: list[str]) -> int:
         if extra:
             parser.error(f"--{'progress' if args.progress else 'reset'} takes no {', '.join(extra)}")
     if args.reset:
-        from ringlab.practice import state
-
         try:
             deleted = state.reset()
         except OSError as exc:
@@ -162,6 +162,37 @@ def main(argv: list[str]) -> int:
     return _session(parser, args, picked)
 
 
+def _design(parser, args) -> int:
+    """``--design``: draw a job, read a layout (``--layout`` or one line typed), print the interviewer's answer."""
+    if not args.design:
+        parser.error("--layout answers a design prompt: give --design too")
+    extra = [name for name, given in (("card names", args.cards), ("--session", args.session), ("--mock", args.mock),
+                                      ("--random", args.random), ("--fixed", args.fixed), ("--reveal", args.reveal),
+                                      ("--progress", args.progress), ("--reset", args.reset)) if given]
+    if extra:
+        parser.error(f"--design takes no {', '.join(extra)} (only --seed and --layout)")
+    prompt = draw_prompt(args.seed if args.seed is not None else secrets.randbelow(2**31))
+    print(wrap(prompt.text()))
+    text = args.layout
+    while True:
+        if text is None:
+            try:
+                text = _reader()("layout> ")
+            except EOFError:
+                print()
+                return 0
+        try:
+            feedback = check_design(prompt, text)
+        except ValueError as exc:
+            if args.layout is not None:
+                parser.exit(2, f"ringlab practice: error: --layout: {exc}\n")
+            print(wrap(f"  {exc}; try again (Ctrl-D to stop)"))
+            text = None
+            continue
+        print(wrap_lines("\n".join(feedback.lines)))
+        return 0
+
+
 def _reader():
     """``input``; when stdin is not a terminal (a script, a pipe) also echo each line, so the transcript reads
     like a terminal session."""
@@ -177,10 +208,6 @@ def _reader():
 
 
 def _session(parser, args, picked: list[str]) -> int:
-    import numpy as np
-
-    from ringlab.practice.session import Session
-
     pool = list(dict.fromkeys(picked)) or card_ids()
     count = args.mock or args.random
     seed = None if args.fixed else (args.seed if args.seed is not None else secrets.randbelow(2**31))

@@ -12,12 +12,14 @@ from ringlab.course import RECOMMENDED_ORDER, Topic, get_topic
 
 def describe(topic: Topic) -> str:
     """The lines ``ringlab topic NN`` prints: one artifact per line, paths relative to the project root."""
-    exercises = ", ".join(f"{ex.id} {ex.function}()" for ex in topic.exercises) or "none"
+    exercises = ", ".join(f"{ex.id} {ex.function}()" for ex in topic.exercises if not ex.file) or "none"
     rows = [
         ("title", topic.title),
         ("teaches", topic.teaches),
         ("notebook", topic.notebook),
         ("exercises", f"{topic.exercise_file}: {exercises}"),
+        *((f"exercise {ex.id}", f"{ex.file}: {ex.function} (solution {ex.solution_file})")
+          for ex in topic.exercises if ex.file),
         ("solution", topic.solution_file),
         ("card", f"{topic.card_file} (ringlab practice {topic.card})"),
         ("grader", topic.grader_module),

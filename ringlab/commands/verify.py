@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 
 from ringlab import cli_args
 from ringlab.calc.units import parse_size
-from ringlab.sim.ops import OPS, resolve_dtype
 from ringlab.collectives import ALGORITHMS, COLLECTIVES
-from ringlab.sim.memory import InsufficientMemory
+from ringlab.sim.on_cluster import verify_on_cluster
+from ringlab.sim.memory import InsufficientMemory, check_fits, cluster_verify_bytes
+from ringlab.sim.ops import OPS, resolve_dtype
 from ringlab.sim.verify import DEFAULT_WORLD_SIZES, INPUTS, MAX_WORLD_SIZE, MAX_WORLD_SIZES_LISTED, verify
-from ringlab.topology import CLUSTER_ALGORITHMS
-
+from ringlab.topology import CLUSTER_ALGORITHMS, build_on_cluster, get_cluster
+from ringlab.topology.algorithms import check_transfers, transfers_estimate
 
 DEFAULT_NODES = (1, 2, 3, 8)
 DEFAULT_TRANSFERS = 1 << 21  # transfers of a default --topology check: a few seconds on a laptop
@@ -76,14 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _main_cluster(parser, args) -> int:
-    """``--topology``: :func:`ringlab.sim.cluster.verify_on_cluster` at each node count, on seeded int64 data."""
-    import json
-
-    from ringlab.sim.cluster import verify_on_cluster
-    from ringlab.sim.memory import check_fits, cluster_verify_bytes
-    from ringlab.topology import build_on_cluster, get_cluster
-    from ringlab.topology.algorithms import check_transfers, transfers_estimate
-
+    """``--topology``: :func:`ringlab.sim.on_cluster.verify_on_cluster` at each node count, on seeded int64 data."""
     try:
         if args.world_sizes or args.size or args.dtype != "float32" or args.op != "sum" or args.root \
                 or args.input is not None:

@@ -28,11 +28,18 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ExerciseRef:
-    """One exercise of a topic: ``id`` ("05a"), the ``function`` the learner writes, the ``old_id`` ("ex08")."""
+    """One exercise of a topic: ``id`` ("05a"), the ``function`` the learner writes, the ``old_id`` ("ex08").
+
+    An exercise in another language than Python (19b, in Go) names its own files, relative to the repository
+    root: ``file``, the learner's, generated from ``solution_file``, the worked one; both are empty for an
+    exercise written in the topic's ``exercises/NN_slug.py``.
+    """
 
     id: str
     function: str
     old_id: str = ""
+    file: str = ""
+    solution_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,7 @@ class Topic:
     """One topic. ``id`` is the two-digit number; the file paths are properties (see the module docstring).
 
     ``minutes`` is the estimated time for a first pass through the notebook and its exercises;
-    ``needs`` names the optional dependencies beyond numpy (``torch``, ``triton``); ``tests`` are
+    ``needs`` names the optional Python modules beyond numpy (``torch``, ``triton``, ``httpx``); ``tests`` are
     paths relative to the repository root (files or folders); ``old_card`` is the problem-set id
     the card had before topics were numbered (``P5``), empty for cards born under this scheme.
     """
@@ -103,34 +110,35 @@ TOPICS: tuple[Topic, ...] = (
           _ex("01", ("ring_allreduce", "ex01"), ("ring_chunk_to_send", "ex02"), ("ring_reduce_scatter_rank", "ex03")),
           ("ringlab.collectives.ring", "ringlab.collectives.schedule", "ringlab.sim.api", "ringlab.sim.verify"),
           ("ringlab.viz.ring",),
-          ("tests/test_sim_ring_allreduce.py", "tests/test_ring_schedule.py", "tests/test_verify.py",
-           "tests/test_schedule_arrays.py", "tests/test_executor.py", "tests/test_executor_random_schedules.py",
-           "tests/test_memory_guard.py"),
+          ("tests/sim/test_sim_ring_allreduce.py", "tests/collectives/test_ring_schedule.py",
+           "tests/sim/test_verify.py", "tests/collectives/test_schedule_arrays.py", "tests/sim/test_executor.py",
+           "tests/sim/test_executor_random_schedules.py", "tests/sim/test_memory_guard.py"),
           minutes=45, old_card="P1"),
     Topic("02", "collectives_and_costs", "Collectives and their costs: ring vs tree vs halving-doubling",
           "The collective primitives and their bytes per rank; ring against tree in the alpha-beta model.",
           _ex("02", ("recursive_doubling_all_gather", "ex04"), ("collective_traffic", "ex05")),
           ("ringlab.collectives.registry", "ringlab.collectives.tree", "ringlab.collectives.halving_doubling",
            "ringlab.collectives.direct", "ringlab.collectives.alltoall", "ringlab.collectives.cost",
-           "ringlab.sim.collectives"),
+           "ringlab.sim.runner"),
           ("ringlab.viz.collectives",),
-          ("tests/test_collectives_algorithms.py", "tests/test_collectives_tree.py", "tests/test_cost.py",
-           "tests/test_collectives_graders.py", "tests/test_verify_collectives.py", "tests/test_viz_collectives.py",
-           "tests/test_cli_cost.py"),
+          ("tests/collectives/test_collectives_algorithms.py", "tests/collectives/test_collectives_tree.py",
+           "tests/collectives/test_cost.py", "tests/check/graders/test_collectives_graders.py",
+           "tests/sim/test_verify_collectives.py", "tests/viz/test_viz_collectives.py",
+           "tests/commands/test_cli_cost.py"),
           prerequisites=("01",), minutes=45, old_card="P12"),
     Topic("03", "ring_reduce_scatter_torch", "Ring reduce-scatter with torch.distributed",
           "Ring reduce-scatter over real processes with torch.distributed send/recv, and why the widely "
           "copied version is wrong for N > 2.",
           _ex("03", ("ring_reduce_scatter_p2p", "ex06")),
-          ("ringlab.dist.collectives", "ringlab.dist.launch", "ringlab.dist.bench", "ringlab.dist.demos"),
+          ("ringlab.dist.executor", "ringlab.dist.launch", "ringlab.dist.bench", "ringlab.dist.demos"),
           ("ringlab.viz.ring",),
-          ("tests/dist", "tests/test_sim_torch.py"),
+          ("tests/dist", "tests/sim/test_sim_torch.py"),
           prerequisites=("01",), minutes=40, needs=("torch",), old_card="P9"),
     Topic("04", "ddp_vs_fsdp_traffic", "Gradient traffic: DDP vs FSDP",
           "Gradient traffic of DDP against FSDP FULL_SHARD (1.5x DDP) and the memory that sharding saves.",
           _ex("04", ("fsdp_traffic_breakdown", "ex07")),
           ("ringlab.calc.comm",), ("ringlab.viz.comm",),
-          ("tests/calc/test_comm.py", "tests/test_calc_graders.py"),
+          ("tests/calc/test_comm.py", "tests/check/graders/test_calc_graders.py"),
           prerequisites=("01", "02"), minutes=30, old_card="P2"),
     Topic("05", "kv_cache", "KV-cache memory",
           "KV-cache bytes per token and per batch: grouped KV heads, MQA, MLA, sliding windows, tensor "
@@ -139,13 +147,13 @@ TOPICS: tuple[Topic, ...] = (
           ("ringlab.calc.kvcache", "ringlab.calc.hf_config", "ringlab.calc.models", "ringlab.calc.layers"),
           ("ringlab.viz.kvcache",),
           ("tests/calc/test_kvcache.py", "tests/calc/test_hf_config.py", "tests/calc/test_hf_fixtures.py",
-           "tests/calc/test_models.py", "tests/test_calc_graders.py"),
+           "tests/calc/test_models.py", "tests/check/graders/test_calc_graders.py"),
           minutes=30, old_card="P5"),
     Topic("06", "roofline", "The roofline: memory-bound or compute-bound?",
           "Roofline: arithmetic intensity against the ridge point, dense against sparse TFLOP/s, fusion.",
           _ex("06", ("roofline_bound", "ex09")),
           ("ringlab.calc.roofline", "ringlab.calc.hardware"), ("ringlab.viz.roofline",),
-          ("tests/calc/test_roofline.py", "tests/calc/test_hardware.py", "tests/test_viz_perf.py"),
+          ("tests/calc/test_roofline.py", "tests/calc/test_hardware.py", "tests/viz/test_viz_perf.py"),
           minutes=30, old_card="P3"),
     Topic("07", "decode_batching", "Decode batching under a latency SLA",
           "Decode step time against batch size: flat while memory-bound, and the largest batch under a "
@@ -194,7 +202,7 @@ TOPICS: tuple[Topic, ...] = (
           "line-rate ceiling against published nccl-tests runs.",
           _ex("13", ("ring_bottleneck", "ex16")),
           ("ringlab.topology.cluster", "ringlab.topology.presets", "ringlab.topology.timing",
-           "ringlab.topology.traffic", "ringlab.topology.published", "ringlab.sim.cluster"),
+           "ringlab.topology.traffic", "ringlab.topology.published", "ringlab.sim.on_cluster"),
           ("ringlab.viz.topology",),
           ("tests/topology",),
           prerequisites=("02",), minutes=45),
@@ -219,9 +227,9 @@ TOPICS: tuple[Topic, ...] = (
           "transports and channels, and whether a real run is healthy.",
           _ex("16", ("diagnose", "ex19")),
           ("ringlab.nccl.reader", "ringlab.nccl.table", "ringlab.nccl.debuglog", "ringlab.nccl.findings",
-           "ringlab.nccl.ceiling"),
-          ("ringlab.viz.nccl",),
-          ("tests/nccl",),
+           "ringlab.nccl.ceiling", "ringlab.nccl.tuning"),
+          ("ringlab.viz.nccl", "ringlab.viz.nccl_tuning"),
+          ("tests/nccl", "tests/viz/test_viz_nccl_tuning.py"),
           prerequisites=("02", "13"), minutes=40, old_card="P16"),
     Topic("17", "train_memory_4d", "Memory and traffic of DP x TP x PP x CP x EP training with ZeRO",
           "Training at scale: parameters, gradients, optimizer states and activations per GPU (Korthikanti et al. "
@@ -247,12 +255,38 @@ TOPICS: tuple[Topic, ...] = (
           ("tests/calc/training/test_timeline.py", "tests/calc/training/test_timeline_strategies.py",
            "tests/calc/training/test_timeline_grader.py", "tests/calc/training/test_timeline_viz.py"),
           prerequisites=("04", "08"), minutes=45),
+    Topic("19", "shard_download", "Downloading a sharded checkpoint: concurrency, timeouts, retries, cancellation",
+          "Fetching a Hugging Face sharded checkpoint with asyncio and httpx against a fault-injecting server: a "
+          "concurrency limit, connect and read timeouts under one deadline, retries with backoff that honour "
+          "Retry-After and never a 4xx, resume with Range, sha256 against X-Linked-Etag, clean cancellation; why "
+          "more connections are not faster, and 810 GB onto 1,024 nodes. 19b is the same downloader in Go (stdlib, "
+          "Go 1.19 or newer).",
+          (*_ex("19", ("download_shards", "")), ExerciseRef("19b", "Download", file="go/shards/exercise/download.go",
+                                                         solution_file="go/shards/solution/download.go")),
+          ("ringlab.shards.checkpoint", "ringlab.shards.faults", "ringlab.shards.server", "ringlab.shards.records",
+           "ringlab.shards.fetch", "ringlab.calc.download"),
+          ("ringlab.viz.shards",),
+          ("tests/shards", "tests/check/graders/test_shard_download_grader.py",
+           "tests/check/graders/test_shard_download_go.py", "tests/check/cards/test_card_19.py",
+           "tests/calc/test_download.py", "tests/viz/test_viz_shards.py", "tests/go"),
+          prerequisites=("02", "13"), minutes=60, needs=("httpx", "safetensors")),
+    Topic("20", "plan_the_job", "Plan the job: every training layout searched, ranked, and why each wins or loses",
+          "The inverse of the calculators: for a model on a cluster, search DP x TP x PP x CP x EP with ZeRO, "
+          "recompute, micro-batch and virtual stages; prune by memory and by a floor on the step time; rank by "
+          "step time and MFU, with the constraint that binds each layout; published layouts (Llama 3 405B, "
+          "Megatron's 1T, MT-NLG 530B, DeepSeek-V3) placed in the ranking; the serving search; the design interview.",
+          _ex("20", ("choose_tp", "")),
+          ("ringlab.plan.space", "ringlab.plan.train", "ringlab.plan.published", "ringlab.plan.serve",
+           "ringlab.plan.design"),
+          ("ringlab.viz.plan",),
+          ("tests/plan", "tests/viz/test_viz_plan.py"),
+          prerequisites=("17", "18"), minutes=45),
 )
 
 # A first pass for a newcomer: the ring and its costs, the calculators interviews ask about, then
 # the topics that need real processes, serving and the fabric. Prerequisites always come first.
 RECOMMENDED_ORDER: tuple[str, ...] = ("01", "02", "04", "05", "06", "07", "08", "13", "16", "17", "18", "03",
-                                      "11", "10", "14", "15", "09", "12")
+                                      "11", "10", "14", "15", "19", "20", "09", "12")
 
 _BY_ID = {t.id: t for t in TOPICS}
 _BY_SLUG = {t.slug: t for t in TOPICS}

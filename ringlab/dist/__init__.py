@@ -6,7 +6,7 @@ this package does not import torch; calling its functions does (``pip install 'r
 Runners start with ``run_``; their old names (``ring_all_reduce`` ...) remain as aliases (:data:`OLD_NAMES`).
 """
 
-from .collectives import (
+from .executor import (
     OLD_NAMES,
     RankResult,
     ring_all_gather,

@@ -5,7 +5,7 @@ out-of-place and once in-place on known data (nccl-tests' ``#wrong``: elements t
 the closed-form result by more than the dtype's rounding), then runs ``warmup`` untimed calls, a
 barrier, and ``iters`` timed calls of each implementation and placement: the library collective
 (``dist.all_reduce``, ``all_gather_into_tensor``, ``reduce_scatter_tensor``) and ringlab's ring
-(:mod:`ringlab.dist.collectives`), in the same processes, alternating call by call so that a
+(:mod:`ringlab.dist.executor`), in the same processes, alternating call by call so that a
 machine whose load changes during the run (shared CPUs) slows both alike; each call is timed to
 completion (``cuda.synchronize`` on GPU). Time per call is averaged over the iterations and then
 over the ranks (nccl-tests ``-a 1``, its default).
@@ -28,6 +28,7 @@ down to a multiple of the world size (at least one element per rank).
 from __future__ import annotations
 
 import csv
+import datetime
 import os
 import platform
 import socket
@@ -35,8 +36,9 @@ import time
 from dataclasses import asdict, dataclass
 
 from ringlab.collectives.cost import bus_factor
+from ringlab.collectives.registry import check_collective
 
-from .collectives import run_ring_all_gather, run_ring_all_reduce, run_ring_reduce_scatter, torch_modules
+from .executor import run_ring_all_gather, run_ring_all_reduce, run_ring_reduce_scatter, torch_modules
 from .launch import launch
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
@@ -48,13 +50,6 @@ IMPLEMENTATIONS = {"library": "torch.distributed", "ringlab": "ringlab ring"}
 # torchrun's environment (env:// rendezvous): present in every process it starts
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 MiB = 2**20
-
-
-def check_collective(collective: str) -> str:
-    """``collective`` if the benchmark runs it; ValueError naming the accepted ones otherwise."""
-    if collective not in COLLECTIVES:
-        raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}; got {collective!r}")
-    return collective
 
 
 def message_sizes(min_bytes: int, max_bytes: int) -> list[int]:
@@ -269,7 +264,7 @@ def combine(collective: str, backend: str, dtype: str, sizes: list[int], per_ran
 
 
 def _check_args(collective: str, dtype: str, iters: int, warmup: int) -> None:
-    check_collective(collective)
+    check_collective(collective, COLLECTIVES)
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
     if iters < 1 or warmup < 0:
@@ -320,8 +315,6 @@ def run_bench_torchrun(collective: str = "all_reduce", backend: str | None = Non
     Every rank runs :func:`bench_rank`; rank 0 gathers the results and returns ``(rows, devices)`` as
     :func:`run_bench` does, the other ranks return None. Raises ValueError for bad arguments.
     """
-    import datetime
-
     _check_args(collective, dtype, iters, warmup)
     sizes = message_sizes(min_bytes, max_bytes)
     torch, dist = torch_modules()

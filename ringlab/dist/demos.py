@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 
-from .collectives import run_ring_all_gather, run_ring_reduce_scatter, torch_modules
+from .executor import run_ring_all_gather, run_ring_reduce_scatter, torch_modules
 
 
 def widely_copied_reduce_scatter(tensor, group):

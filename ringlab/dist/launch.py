@@ -15,7 +15,9 @@ killed, and on Linux each child asks the kernel to kill it if the parent dies (`
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime
+import multiprocessing
 import os
 import pickle
 import signal
@@ -25,7 +27,9 @@ import time
 import traceback
 from multiprocessing import connection
 
-from .collectives import torch_modules
+from ringlab.sim.memory import available_bytes
+
+from .executor import torch_modules
 
 HOST = "127.0.0.1"
 
@@ -72,8 +76,6 @@ def max_local_ranks(backend: str = "gloo", message_bytes: int = 0) -> int:
     if backend == "nccl":
         torch, _ = torch_modules()
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    from ringlab.sim.memory import available_bytes
-
     by_cores = RANKS_PER_CORE * (os.cpu_count() or 1)
     free = available_bytes()
     if free is None:
@@ -86,8 +88,6 @@ def _die_with_parent() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return
@@ -141,9 +141,7 @@ def _worker(fn, rank, world_size, backend, port, timeout, threads, args, kwargs,
 
 def _check_picklable(fn) -> None:
     """Spawned children import ``fn`` by name: refuse what they could not find, before starting anything."""
-    import __main__
-
-    if getattr(fn, "__module__", None) == "__main__" and not hasattr(__main__, "__file__"):
+    if getattr(fn, "__module__", None) == "__main__" and not hasattr(sys.modules["__main__"], "__file__"):
         raise TypeError(f"fn={getattr(fn, '__name__', fn)!r} is defined in an interactive session (notebook "
                         "cell or REPL); spawned processes cannot import it. Put it in a .py module and import it.")
     try:
@@ -194,8 +192,6 @@ def launch(fn, world_size: int, backend: str = "gloo", timeout: float = 60.0, ar
                          f"at most {limit} ({why})")
     _check_picklable(fn)
     threads = threads or max(1, (os.cpu_count() or 1) // world_size)
-
-    import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     deadline = time.monotonic() + timeout

@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ringlab.dist import launch
 from ringlab.optional import require_torch
 from ringlab.sim.gradients import seeded_parameters_
 
@@ -256,8 +257,6 @@ def measure(loops: Sequence[str] = LOOPS, k: int = 4, layouts: Sequence[str] = t
     Raises ValueError for unknown loops or layouts, ``k < 1`` or ``steps < 1``; errors of
     :func:`ringlab.dist.launch` propagate (``timeout`` seconds for the whole run).
     """
-    from ringlab.dist import launch
-
     for loop in loops:
         if loop not in LOOPS:
             raise ValueError(f"loop={loop!r}; accepted: {', '.join(LOOPS)}")

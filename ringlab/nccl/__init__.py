@@ -9,6 +9,8 @@ API
 ``fit_alpha_beta(sizes, times)``       relative least-squares ``t = alpha + beta S``
 ``ParseError``                         raised for input that is none of the formats, naming the line
 
+NCCL's own tuning model (what it predicts and picks per size, its TUNING table) is :mod:`ringlab.nccl.tuning`.
+
 Formats read: nccl-tests and rccl-tests text reports of every layout seen since 2018 (see
 :mod:`ringlab.nccl.table`), nccl-tests ``-J`` JSON and rccl-tests JSON (:mod:`ringlab.nccl.jsonout`),
 NCCL/RCCL ``NCCL_DEBUG=INFO`` lines (:mod:`ringlab.nccl.debuglog`), behind launcher prefixes

@@ -12,12 +12,19 @@ channels), and NVLS when the log shows NVLS channels; on several nodes: rings, t
 binary tree between nodes, chains inside) and NVLS_TREE when NVLS is shown. The tree is why a
 2-node all_reduce can beat the NICs' rate: it sends each node's data across the network once per
 direction where a ring sends it almost twice (A. Laddy, NVIDIA/nccl#812; S. Jeaugey,
-NVIDIA/nccl-tests#196). Other collectives are bounded by their rings.
+NVIDIA/nccl-tests#196). reduce_scatter and all_gather: rings. broadcast and reduce: each channel's
+ring as a pipelined chain from or to the root (busbw = algbw: every link on the chain carries S once).
+all_to_all: every GPU sends S/N to each peer, (N - G)/N of S through its own NIC, which no ring
+spreads over the node's rails, so busbw = (N - 1)/(N - G) x that NIC's rate (on one node the NVLink
+port's or, on a mesh, one link's N - 1 times). sendrecv: rank r to r + 1, so one NIC's rate across
+nodes. gather, scatter and the others have no model (no ceiling). Every ceiling is computed from the
+closed forms of :mod:`ringlab.topology` on the whole cluster, whatever its size.
 
 What the ceiling does not contain: protocol overhead (LL128/Simple framing, ~5-20%: "450GB/s is the
 line rate. With the protocol overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s",
 S. Jeaugey, NVIDIA/nccl-tests#212), NVLS's own reduction throughput (H100 NVLS peaks at ~480 GB/s
-busbw against the model's 787, same thread), congestion and adaptive routing. Healthy runs measured
+busbw against the model's 700, same thread: the switch moves M (1 + 1/N) each way per GPU, so
+2 (N - 1) / (N + 1) x 450 GB/s, NVIDIA/nccl#828 and #1506), congestion and adaptive routing. Healthy runs measured
 against it: DGX A100 with 8 x 200 Gb/s "192GB/s AllReduce BusBW" (nccl#812) against 200; "around
 48GB/s from each CX7 NIC at 400Gbps ... up to ~396GB/s with the RING protocol" (nccl-tests#319)
 against 400.
@@ -26,10 +33,14 @@ against 400.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ringlab.calc.hardware import HARDWARE
-from ringlab.collectives.cost import LINKS
+from ringlab.collectives.cost import LINKS, bus_factor
+from ringlab.topology import PRESETS, custom_cluster
+from ringlab.topology import closed_forms as cf
+from ringlab.topology.algorithms import TREE_PIECES, closed_form_link_bytes, default_channels
+from ringlab.topology.scale import ring_rule, rule_link_bytes
 
 
 @dataclass(frozen=True)
@@ -72,7 +83,7 @@ _GPU_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\bH100\b|\bH200\b|\bH20\b|\bGH200\b", "nvlink4"),
     (r"\bA100\b", "nvlink3"),
     (r"V100-SXM", "nvlink2"),
-    (r"V100-PCIE|\bT4\b|\bP100-PCIE", "pcie3-x16"),
+    (r"V100S?-PCIE|\bT4\b|\bP100-PCIE", "pcie3-x16"),
     (r"MI300X|MI325X", "xgmi-mi300x"),
     (r"RTX 50\d0", "pcie5-x16"),
     (r"RTX [34]0\d0|RTX A\d000|\bA10G?\b|\bL4\b|\bL40S?\b|\bA40\b|MI100", "pcie4-x16"),
@@ -93,21 +104,17 @@ def gpu_link(name: str | None) -> LinkClass | None:
     return None
 
 
-# Ceilings are computed on at most this many nodes: a ring's and a tree's line-rate busbw no longer
-# change with the node count beyond a few nodes (NIC-bound), and routing 10^4 ranks costs seconds.
-MAX_MODEL_NODES = 16
-
-
 def cluster_for(facts):
     """The :class:`~ringlab.topology.Cluster` nearest to ``facts``, or ``(None, reason)`` when the facts do not
     pin it down. Returns ``(cluster, None)`` otherwise.
 
     GPUs per node: ``facts.gpus_per_node`` (or all ranks on one node). Inside a node: NVLink classes as an
     NVSwitch port of the class's per-direction rate, xGMI as a full mesh of 64 GB/s links (MI300X
-    platform), PCIe as one x16 link per GPU. NICs: ``facts.nics`` at ``facts.nic_bandwidth``.
+    platform: its rings use all seven, :func:`ringlab.topology.schedules.mesh_rings`), PCIe as one x16 link
+    per GPU; 8 V100 SXM2 per node as the DGX-1's NVLink hybrid cube-mesh (preset ``dgx1-v100``: 6 links of
+    25 GB/s per GPU, rings over NVLink pairs only, 150 GB/s, the same ring ceiling as a 150 GB/s switch port but
+    not the same all-to-all, whose 12 unlinked pairs cross PCIe). NICs: ``facts.nics`` at ``facts.nic_bandwidth``. The whole cluster, at any node count.
     """
-    from ringlab.topology import PRESETS, custom_cluster
-
     if not facts.world_size or facts.world_size < 2:
         return None, "fewer than two ranks"
     link = gpu_link(facts.gpu)
@@ -126,40 +133,77 @@ def cluster_for(facts):
     per = PRESETS["mi300x-platform"].gpu_bandwidth if fabric == "mesh" else link.bandwidth
     nvls = fabric == "nvswitch" and ("NVLS" in facts.graphs or any(a.startswith("NVLS") for a in facts.algorithms))
     name = f"{link.name} x {gpus}" + (f", {nics} x {nic_gbps:g} Gb/s NICs" if nodes > 1 else "")
-    return custom_cluster(min(nodes, MAX_MODEL_NODES), gpus, per, nics_per_node=nics if nodes > 1 else 0,
+    if link.name == "nvlink2" and gpus == 8:  # 8 V100 SXM2: a DGX-1 (or HGX-1) hybrid cube-mesh, not a switch
+        return replace(PRESETS["dgx1-v100"], nodes=nodes, nics_per_node=nics if nodes > 1 else 0, nic_gbps=nic_gbps,
+                       name=f"dgx1-v100 cube-mesh x {gpus}" + name.removeprefix(f"{link.name} x {gpus}")), None
+    return custom_cluster(nodes, gpus, per, nics_per_node=nics if nodes > 1 else 0,
                           nic_gbps=nic_gbps, fabric=fabric, nvls=nvls, name=name), None
 
 
-def _candidates(collective: str | None, cluster) -> list[tuple[str, str]]:
+MODELLED = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "sendrecv")
+
+
+def _candidates(collective: str | None, cluster) -> list[str]:
+    """ringlab's names of what NCCL could run for ``collective`` on ``cluster`` (empty: no ceiling model)."""
     if collective in ("all_reduce", "reduce_scatter", "all_gather"):
         names = ["ring_channels"]
         if collective == "all_reduce" and cluster.nodes > 1:
             names.append("tree_chains")
         if collective == "all_reduce" and cluster.nvls:
             names.append("nvls" if cluster.nodes == 1 else "nvls_tree")
-        return [(collective, n) for n in names]
-    return [("all_gather", "ring_channels")]  # broadcast / reduce / others: one pipelined ring's links
+        return names
+    if collective in ("broadcast", "reduce"):
+        return ["ring_chain"]  # NCCL's ring broadcast / reduce: a pipelined chain along each channel's ring
+    if collective in ("all_to_all", "sendrecv"):
+        return ["p2p"]  # NCCL's point-to-point sends, every rank to its peers at once
+    return []
 
+
+_HOW = {"ring_chain": "NCCL's ring broadcast / reduce: each channel's ring as a pipelined chain from (or to) the root",
+        "p2p": "NCCL's point-to-point sends: a GPU's cross-node share leaves by its own NIC, no ring spreads it over "
+               "the node's rails"}
 
 # NCCL's algorithm names (TUNING lines, NCCL_ALGO) -> ringlab's schedule of it
 _NCCL_ALGOS = {"RING": "ring_channels", "TREE": "tree_chains", "NVLS": "nvls", "NVLSTREE": "nvls_tree",
                "NVLS_TREE": "nvls_tree"}
 
 
+def line_rate_busbw(collective: str, name: str, cluster) -> float:
+    """The busbw (bytes/s) at which the busiest link of ``cluster`` is saturated for ``name`` (a name of
+    :func:`_candidates`), from the closed forms of :mod:`ringlab.topology.closed_forms` and the ring rules of
+    :mod:`ringlab.topology.scale`: O(channels x ranks) work, so any cluster size. The message is a size every
+    algorithm cuts evenly; the ratio does not depend on it."""
+    n, ch = cluster.world_size, default_channels(cluster)
+    if name == "ring_channels":
+        rule = ring_rule(collective, name, cluster)
+        size = rule.chunks * 64
+        per_link = rule_link_bytes(rule, cluster, size)[0]
+    elif name in ("tree_chains", "nvls", "nvls_tree"):
+        size = 2 * (ch if name == "tree_chains" else cluster.gpus_per_node) * TREE_PIECES * 64
+        per_link = closed_form_link_bytes(collective, name, cluster, size)
+    elif name == "ring_chain":
+        size = ch * 64
+        per_link = cf.chain_link_bytes(collective, cluster, ch, size)
+    elif name == "p2p" and collective == "all_to_all":
+        size = n * 64
+        per_link = cf.all_to_all_link_bytes(cluster, size)
+    elif name == "p2p" and collective == "sendrecv":
+        size = 64
+        per_link = cf.sendrecv_link_bytes(cluster, size)
+    else:
+        raise ValueError(f"no line-rate model for {collective} {name}")
+    seconds = float((per_link / cluster.links.bandwidth).max())
+    factor = 1.0 if collective == "sendrecv" else bus_factor(collective, n)  # nccl-tests: sendrecv busbw = algbw
+    return factor * size / seconds
+
+
 def ceilings(facts) -> dict[str, float]:
     """Line-rate busbw (bytes/s) of every algorithm NCCL could have run for ``facts``, by ringlab name
-    (empty when :func:`cluster_for` cannot place the run)."""
-    from ringlab.collectives.cost import bus_factor
-    from ringlab.topology import build_on_cluster, linear_time
-
+    (empty when :func:`cluster_for` cannot place the run or the collective has no model)."""
     cluster, _ = cluster_for(facts)
     if cluster is None:
         return {}
-    out = {}
-    for collective, name in _candidates(facts.collective, cluster):
-        _, _, b_line = linear_time(build_on_cluster(collective, name, cluster), cluster)
-        out[name] = bus_factor(collective, cluster.world_size) / b_line
-    return out
+    return {name: line_rate_busbw(facts.collective, name, cluster) for name in _candidates(facts.collective, cluster)}
 
 
 def ceiling_busbw(facts, peak: float | None = None) -> tuple[float, str] | None:
@@ -181,11 +225,14 @@ def ceiling_busbw(facts, peak: float | None = None) -> tuple[float, str] | None:
         name = max(tuned, key=by_name.get)
         how = "the algorithm the TUNING lines show"
     else:
-        name, how = "ring_channels", "the ring NCCL's maintainers benchmark with, as the log has no TUNING lines"
-        if peak is not None and peak > by_name[name]:
+        name = next(iter(by_name))  # the ring for the ring collectives, else the only model
+        how = ("the ring NCCL's maintainers benchmark with, as the log has no TUNING lines" if name == "ring_channels"
+               else _HOW[name])
+        if peak is not None and peak > by_name[name] and len(by_name) > 1:
             above = [n for n in by_name if by_name[n] >= peak]
+            first = name
             name = min(above, key=by_name.get) if above else max(by_name, key=by_name.get)
-            how = f"as the measured busbw is above the ring's {by_name['ring_channels'] / 1e9:.1f} GB/s"
+            how = f"as the measured busbw is above the ring's {by_name[first] / 1e9:.1f} GB/s"
     cluster, _ = cluster_for(facts)
     others = ", ".join(f"{n} {v / 1e9:.1f}" for n, v in by_name.items() if n != name)
     why = (f"the line rate of {name} on {facts.nodes or 1} node(s) x {cluster.gpus_per_node} GPUs ({cluster.name}), "

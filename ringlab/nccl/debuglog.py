@@ -24,7 +24,9 @@ NCCL documents the variable but not the log, so the formats here come from NCCL'
   topology dumps ``+ NET[25.0] - NET/1`` (GB/s);
 * ``NCCL_P2P_DISABLE set by environment to 1``; ``Check P2P Type intraNodeP2pSupport 0 ...``;
   ``NVLS multicast support is available on dev 0``;
-* TUNING (2.24+): ``AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..7}``;
+* TUNING: the table of ``ncclTopoTuneModel`` (2.18+: ``  Algorithm   |   Tree ...``, ``    AllReduce |
+  16.8/   0.5 | ...``; kept whole for :mod:`ringlab.nccl.tuning.logread`) and, 2.24+,
+  ``AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..7}``;
   older TRACE: ``1048576 Bytes -> Algo 1 proto 2 time 36.4`` (algorithm and protocol indices).
 """
 
@@ -60,6 +62,9 @@ _P2P_CHECK = re.compile(r"Check P2P Type (?:intraNodeP2pSupport|isAllDirectP2p) 
 _NVLS = re.compile(r"NVLS multicast support is (?P<not>not )?available on dev")
 _TUNING = re.compile(r"^(?P<func>\w+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)")
 _TUNING_OLD = re.compile(r"^(?P<bytes>\d+) Bytes -> Algo (?P<algo>\d+) proto (?P<proto>\d+) time")
+# the tuning table of ncclTopoTuneModel (2.18+; read by ringlab.nccl.tuning.logread)
+_TUNING_TABLE = re.compile(r"^(?:Algorithm|Protocol|Max NThreads|Broadcast|Reduce|AllGather|ReduceScatter|AllReduce)"
+                           r"\s*\|")
 _NO_IB = re.compile(r"NET/IB : No device found|Failed to open libibverbs")
 _TCPX = re.compile(r"NET/(?P<name>GPUDirectTCPXO?|FasTrak)\b")
 
@@ -134,6 +139,7 @@ class LogFacts:
     nvls_available: bool | None = None
     nvls_lines: list[Line] = field(default_factory=list)
     tuning: list[tuple[str | None, int, str, str, Line]] = field(default_factory=list)
+    tuning_table: list[Line] = field(default_factory=list)  # the TUNING table's lines, as printed
     warnings: list[Line] = field(default_factory=list)
     lines: int = 0  # NCCL log lines seen
     unparsed: int = 0  # of those, lines carrying nothing this reader uses
@@ -248,6 +254,9 @@ class LogFacts:
             algo, proto = int(m["algo"]), int(m["proto"])
             self.tuning.append((None, int(m["bytes"]), ALGORITHMS[algo] if algo < len(ALGORITHMS) else str(algo),
                                 PROTOCOLS[proto] if proto < len(PROTOCOLS) else str(proto), line))
+            return True
+        if _TUNING_TABLE.match(msg):
+            self.tuning_table.append(line)
             return True
         if _TCPX.search(msg):
             self.tcpx_lines.append(line)

@@ -2,7 +2,9 @@
 
 Each fact comes with the line it was read from (``evidence``), so findings can quote it. Sources, in
 the order trusted: the nccl-tests device lines (``#  Rank 3 ... on host device 3 [..] NAME``), the
-NCCL_DEBUG lines (:mod:`ringlab.nccl.debuglog`), the command line, and last the numbers themselves:
+NCCL_DEBUG lines (:mod:`ringlab.nccl.debuglog`), the command line (:mod:`ringlab.nccl.launch`: the
+launcher's processes x ``-t`` x ``-g``), the columns (a gathered collective prints ``size = count x
+itemsize x N``), and last the numbers themselves:
 nccl-tests prints ``busbw = algbw x factor`` with the factor of doc/PERFORMANCE.md (taken from
 :func:`ringlab.collectives.cost.bus_factor`), so the printed ratio tells the collective and the rank
 count when nothing else does.
@@ -19,6 +21,7 @@ from ringlab.collectives.cost import bus_factor
 
 from .ceiling import gpu_link
 from .debuglog import LogFacts, net_kind
+from .launch import launch_of
 from .lines import Line
 from .records import Run
 
@@ -157,60 +160,124 @@ def infer(run: Run, log: LogFacts, nics: int | None = None, nic_gbps: float | No
     """The :class:`Facts` of ``run`` given its NCCL log lines parsed into ``log``.
 
     ``nics`` / ``nic_gbps`` override the NIC count and per-NIC line rate (Gb/s, as NICs are sold);
-    raises ValueError when they are not positive.
+    raises ValueError when they are not positive. Each kind of fact has its own reader below, in the
+    order of the module docstring's trust.
     """
     for value, name in ((nics, "nics"), (nic_gbps, "nic_gbps")):
         if value is not None and not value > 0:
             raise ValueError(f"{name} must be positive, got {value}")
     facts = Facts(versions={**log.versions, **run.versions})
-    host_of = {d.rank: d.host for d in run.devices.values()}
-    hosts = list(dict.fromkeys(d.host for d in sorted(run.devices.values(), key=lambda d: d.rank)))
-    if run.devices:
-        facts.world_size = max(run.devices) + 1
-        facts.evidence["world_size"] = run.devices[max(run.devices)].line
-        names = Counter(d.name for d in run.devices.values())
-        facts.gpu = names.most_common(1)[0][0]
-        facts.evidence["gpu"] = next(d.line for d in run.devices.values() if d.name == facts.gpu)
-    elif log.nranks:
-        facts.world_size = log.nranks
-        facts.evidence["world_size"] = log.comm_lines[0]
-    elif run.header.get("ranks"):
-        facts.world_size = run.header["ranks"]
-    if hosts:
-        facts.hosts, facts.nodes = hosts, len(hosts)
-    elif log.nnodes:
-        facts.nodes = log.nnodes
-        facts.evidence["nodes"] = log.comm_lines[0]
-    elif run.header.get("nodes"):
-        facts.nodes = run.header["nodes"]
-    elif log.hosts:
-        facts.hosts, facts.nodes = sorted(log.hosts), len(log.hosts)
+    _devices(facts, run)
+    _declared_shape(facts, run, log)
     facts.bus_ratio = _median_ratio(run)
+    _collective(facts, run)
+    _counted_world(facts, run)
+    _gpus_per_node(facts, log)
+    _check_factor(facts)
+    _transports(facts, log, {d.rank: d.host for d in run.devices.values()})
+    _channels_and_algorithms(facts, log)
+    if nics is not None:
+        facts.nics = int(nics)
+    if nic_gbps is not None:
+        facts.nic_bandwidth = nic_gbps * 1e9 / 8
+    return facts
+
+
+def _devices(facts: Facts, run: Run) -> None:
+    """World size, GPU and hosts from nccl-tests' ``#  Rank ...`` device lines (the most trusted source)."""
+    if not run.devices:
+        return
+    facts.world_size = max(run.devices) + 1
+    facts.evidence["world_size"] = run.devices[max(run.devices)].line
+    names = Counter(d.name for d in run.devices.values())
+    facts.gpu = names.most_common(1)[0][0]
+    facts.evidence["gpu"] = next(d.line for d in run.devices.values() if d.name == facts.gpu)
+    facts.hosts = list(dict.fromkeys(d.host for d in sorted(run.devices.values(), key=lambda d: d.rank)))
+    facts.nodes = len(facts.hosts)
+
+
+def _declared_shape(facts: Facts, run: Run, log: LogFacts) -> None:
+    """Ranks and nodes stated outright where the device lines say nothing: the NCCL log's ``nranks``, rccl-tests
+    JSON's fields, then the command line's launcher and ``-t`` / ``-g`` (the header's nThread / nGpus win
+    over the flags: the program printed them)."""
+    if facts.world_size is None:
+        if log.nranks:
+            facts.world_size = log.nranks
+            facts.evidence["world_size"] = log.comm_lines[0]
+        elif run.header.get("ranks"):
+            facts.world_size = run.header["ranks"]
+        elif run.command is not None and (launch := launch_of(run.command.text)) is not None:
+            threads, gpus = run.header.get("nthread", launch.threads), run.header.get("ngpus", launch.gpus)
+            facts.world_size = launch.processes * threads * gpus
+            facts.evidence["world_size"] = run.command
+            facts.notes.append(f"rank count from the command line: {launch.processes} process(es) x {threads} "
+                               f"thread(s) x {gpus} GPU(s) = {facts.world_size}")
+    if facts.nodes is None:
+        if log.nnodes:
+            facts.nodes = log.nnodes
+            facts.evidence["nodes"] = log.comm_lines[0]
+        elif run.header.get("nodes"):
+            facts.nodes = run.header["nodes"]
+        elif log.hosts:
+            facts.hosts, facts.nodes = sorted(log.hosts), len(log.hosts)
+
+
+def _collective(facts: Facts, run: Run) -> None:
+    """The collective as named (header, command line), else from the columns and busbw/algbw."""
     if run.collective:
         facts.collective = run.collective
         facts.evidence["collective"] = run.collective_evidence
-    else:
-        facts.collective = _from_structure(run, facts.world_size, facts.bus_ratio)
-        if facts.collective and run.rows:
-            facts.evidence["collective"] = max(run.rows, key=lambda r: r.size).line
-            facts.notes.append(f"collective inferred from the columns (redop, root, size/count) and busbw/algbw: "
-                               f"{facts.collective}")
-    if facts.world_size is None:
-        facts.world_size = _world_from_ratio(facts.collective, facts.bus_ratio)
-        if facts.world_size:
-            facts.notes.append(f"rank count inferred from busbw/algbw = {facts.bus_ratio:.3f}: {facts.world_size}")
+        return
+    world = facts.world_size or _world_from_sizes(run)
+    facts.collective = _from_structure(run, world, facts.bus_ratio)
+    if facts.collective and run.rows:
+        facts.evidence["collective"] = max(run.rows, key=lambda r: r.size).line
+        facts.notes.append(f"collective inferred from the columns (redop, root, size/count) and busbw/algbw: "
+                           f"{facts.collective}")
+
+
+def _world_from_sizes(run: Run) -> int | None:
+    """N from a gathered collective's columns: nccl-tests prints all_gather / reduce_scatter (and gather,
+    scatter) with ``size = count x itemsize x N`` (the whole buffer, ``count`` per rank); None otherwise."""
+    if not run.rows:
+        return None
+    row = max(run.rows, key=lambda r: r.size)
+    item = _ITEMSIZE.get(row.dtype)
+    if item is None or row.count <= 0 or row.size % (row.count * item):
+        return None
+    n = row.size // (row.count * item)
+    return n if n > 1 else None
+
+
+def _counted_world(facts: Facts, run: Run) -> None:
+    """Last resorts for the rank count: size / count of a gathered collective, then busbw / algbw."""
+    if facts.world_size is not None:
+        return
+    if facts.collective in ("all_gather", "reduce_scatter") and (n := _world_from_sizes(run)):
+        facts.world_size = n
+        facts.evidence["world_size"] = max(run.rows, key=lambda r: r.size).line
+        facts.notes.append(f"rank count from size / (count x type size) of {facts.collective}: {n}")
+        return
+    facts.world_size = _world_from_ratio(facts.collective, facts.bus_ratio)
+    if facts.world_size:
+        facts.notes.append(f"rank count inferred from busbw/algbw = {facts.bus_ratio:.3f}: {facts.world_size}")
+
+
+def _gpus_per_node(facts: Facts, log: LogFacts) -> None:
     if facts.nodes is None and facts.world_size is not None and log.local_ranks:
         facts.nodes = facts.world_size // log.local_ranks
     if facts.world_size and facts.nodes and facts.world_size % facts.nodes == 0:
         facts.gpus_per_node = facts.world_size // facts.nodes
     elif log.local_ranks:
         facts.gpus_per_node = log.local_ranks
-    _check_factor(facts)
-    _transports(facts, log, host_of)
+
+
+def _channels_and_algorithms(facts: Facts, log: LogFacts) -> None:
+    """Channels, the graphs NCCL built at init (rings and trees for every communicator, NVLS when it can), and
+    the ALGO/PROTO it chose (NCCL_DEBUG_SUBSYS=TUNING lines)."""
     facts.channels = log.ring_channels or log.coll_channels
     if log.ring_lines or log.channel_lines:
         facts.evidence["channels"] = (log.ring_lines or log.channel_lines)[0]
-    # graphs NCCL built at init (it builds rings and trees for every communicator); algorithms it chose (TUNING)
     if log.ring_lines:
         facts.graphs.append("Ring")
     if log.trees:
@@ -222,11 +289,6 @@ def infer(run: Run, log: LogFacts, nics: int | None = None, nic_gbps: float | No
         if name not in facts.algorithms:
             facts.algorithms.append(name)
             facts.evidence.setdefault(f"algorithm:{name}", line)
-    if nics is not None:
-        facts.nics = int(nics)
-    if nic_gbps is not None:
-        facts.nic_bandwidth = nic_gbps * 1e9 / 8
-    return facts
 
 
 def _check_factor(facts: Facts) -> None:

@@ -17,6 +17,8 @@ Ids (stable; scripts may match on them), in the order reported:
 ``above-ceiling``        busbw above the line-rate ceiling (NVLS, a 2-node tree, or a misjudged link class)
 ``no-plateau``           busbw still rising at the largest size: the plateau was not reached
 ``busbw-factor``         printed busbw/algbw does not match nccl-tests' factor for the inferred collective
+``iteration-spikes``     with ``-I 1``: an iteration took 1.5x the average or more (:mod:`ringlab.nccl.iterations`)
+``straggler``            with ``-I 1 -J``: one process is the slowest, by over 10%, at most sizes
 ``latency-bound``        sizes below the alpha-beta crossover are dominated by per-call latency
 
 The half-of-ceiling threshold for ``low-efficiency`` is deliberately loose: healthy runs sit near
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from .debuglog import LogFacts
 from .facts import Facts
 from .fit import AlphaBeta
+from .iterations import SPIKE_FACTOR, spikes, straggler
 from .lines import Line
 from .records import Run
 
@@ -169,11 +172,31 @@ def findings_for(run: Run, facts: Facts, log: LogFacts, commands: list[Line], pe
     for note in facts.notes:
         if note.startswith("busbw/algbw is"):
             out.append(Finding("busbw-factor", note, _ev(top.line if top else None)))
+    out += _iteration_findings(run)
     if fit is not None and run.rows:
         small = min(run.rows, key=lambda r: r.size)
         out.append(Finding("latency-bound", f"below about {_bytes(fit.crossover)} the run is latency-bound: "
                            f"alpha ~ {fit.alpha * 1e6:.1f} us per call, so busbw there measures latency, not "
                            "links", _ev(small.line)))
+    return out
+
+
+def _iteration_findings(run: Run) -> list[Finding]:
+    """Spikes and a straggler from nccl-tests' per-iteration timing (-I 1), when the run has it."""
+    out = []
+    found = spikes(run)
+    if found:
+        worst = found[0]
+        out.append(Finding("iteration-spikes", f"{len(found)} result half(s) had an iteration {SPIKE_FACTOR:g}x the "
+                           f"average or slower; worst {worst.ratio:.1f}x at {worst.row.size:,} B ({worst.half}): "
+                           "interrupts, a noisy neighbour or a retransmitting link (see which process with -J)",
+                           _ev(worst.row.line)))
+    slow = straggler(run)
+    if slow:
+        process, hits, sizes, margin = slow
+        out.append(Finding("straggler", f"process {process} is the slowest at {hits} of {sizes} sizes, up to "
+                           f"{margin:.0%} above the median process: every collective waits for it (its GPU, NIC "
+                           "or host)", _ev(run.rows[0].line if run.rows else None)))
     return out
 
 

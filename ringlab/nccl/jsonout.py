@@ -11,7 +11,10 @@ nccl-tests, ``src/util.cu`` (JSON_FILE_VERSION 3, NVIDIA/nccl-tests 2.19.6): one
 rccl-tests, ``src/common.cu`` ``Reporter::addResult``: one object per line and half,
 ``{"name":"AllReduce", "nodes":.., "ranks":.., "ranksPerNode":.., "gpusPerRank":.., "size":..,
 "type":"float", "redop":"sum", "inPlace":0, "time":.., "algBw":.., "busBw":.., "wrong":"0"}``
-(``"gpus"`` instead of the rank fields without MPI; ``"wrong"`` is ``"N/A"`` when unchecked).
+(``"gpus"`` instead of the rank fields without MPI; ``"wrong"``, spelt ``"#wrong"`` in the ``-Z json``
+files of ROCm/rccl-tests#93, is ``"N/A"`` when unchecked). A last line cut short (the file of a run
+still writing, or killed) is kept as a truncated row; any other line that is not JSON makes the
+whole input text.
 Times are microseconds and bandwidths GB/s, as in the text report.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 from .lines import Line
 from .names import collective_name
@@ -62,6 +66,21 @@ def _measure(half, where: str) -> Measure | None:
         raise ParseError(f"{where}: result half {half!r} lacks time/alg_bw/bus_bw ({exc})") from None
 
 
+def _iterations(measure: Measure | None, per_iter) -> Measure | None:
+    """``measure`` with the ``-I 1`` summary of ``<half>_per_iter`` (nccl-tests src/util.cu writePerIterReport:
+    ``min_us``, ``max_us``, ``p99_us``, ``cv_pct``, ``per_process_max_times_us``); unchanged without one."""
+    if measure is None or not isinstance(per_iter, dict):
+        return measure
+    try:
+        rows = per_iter.get("per_process_max_times_us")
+        per_process = tuple(tuple(float(t) for t in r) for r in rows) if isinstance(rows, list) else None
+        return replace(measure, iter_min_us=float(per_iter["min_us"]), iter_max_us=float(per_iter["max_us"]),
+                       iter_p99_us=float(per_iter["p99_us"]), iter_cv_pct=float(per_iter["cv_pct"]),
+                       per_process_us=per_process)
+    except (KeyError, TypeError, ValueError):
+        return measure  # a summary of another shape: the averages alone are still right
+
+
 def _nccl_tests(doc: dict, source: str, text: str) -> Run:
     where = f"{source}:1"
     anchor = _line(source, 1, text.lstrip().splitlines()[0] if text.strip() else "")
@@ -86,8 +105,10 @@ def _nccl_tests(doc: dict, source: str, text: str) -> Run:
             root = str(res.get("root", "-1")).strip()
             run.rows.append(Row(size=int(res["size"]), count=int(res["count"]), dtype=str(res["type"]),
                                 redop=res.get("redop"), root=int(root) if root.lstrip("-").isdigit() else None,
-                                out_of_place=_measure(res.get("out_of_place"), f"{where} results[{i}]"),
-                                in_place=_measure(res.get("in_place"), f"{where} results[{i}]"),
+                                out_of_place=_iterations(_measure(res.get("out_of_place"), f"{where} results[{i}]"),
+                                                         res.get("out_of_place_per_iter")),
+                                in_place=_iterations(_measure(res.get("in_place"), f"{where} results[{i}]"),
+                                                     res.get("in_place_per_iter")),
                                 line=_line(source, 1, json.dumps(res))))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ParseError(f"{where}: results[{i}] is not a result record ({exc})") from None
@@ -103,14 +124,16 @@ def _nccl_tests(doc: dict, source: str, text: str) -> Run:
     return run
 
 
-def _rccl_records(records: list[tuple[int, str, dict]], source: str) -> list[Run]:
+def _rccl_records(records: list[tuple[int, str, dict]], source: str, cut: tuple[int, str] | None = None) -> list[Run]:
+    """Runs of rccl-tests JSON records (one per collective, type and redop); ``cut``: ``(number, raw)`` of a last
+    line cut short (a file still being written), kept as the first run's truncated row."""
     runs: dict[tuple, Run] = {}
     halves: dict[tuple, dict] = {}
     for number, raw, rec in records:
         try:
             key = (rec["name"], rec["type"], rec["redop"])
             size, in_place = int(rec["size"]), int(rec["inPlace"])
-            wrong = str(rec.get("wrong", "N/A"))
+            wrong = str(rec.get("wrong", rec.get("#wrong", "N/A")))  # "#wrong" in rccl-tests' -Z json (ROCm/rccl-tests#93)
             measure = Measure(time_us=float(rec["time"]), algbw=float(rec["algBw"]), busbw=float(rec["busBw"]),
                               wrong=None if wrong == "N/A" else int(wrong))
         except (KeyError, TypeError, ValueError) as exc:
@@ -128,7 +151,10 @@ def _rccl_records(records: list[tuple[int, str, dict]], source: str) -> list[Run
                                                    out_of_place=got.get("out_of_place", (None,))[0],
                                                    in_place=got.get("in_place", (None,))[0],
                                                    line=_line(source, first, raw)))
-    return list(runs.values())
+    out = list(runs.values())
+    if cut is not None and out:
+        out[0].truncated.append(_line(source, *cut))
+    return out
 
 
 def read_json(text: str, source: str) -> list[Run]:
@@ -145,14 +171,20 @@ def _read_json(text: str, source: str) -> list[Run]:
     try:
         doc = json.loads(stripped)
     except json.JSONDecodeError:
-        records = []
-        for number, raw in enumerate(text.splitlines(), start=1):
-            if raw.strip():
-                rec = json.loads(raw)  # JSONDecodeError propagates: not JSON lines either
-                if not (isinstance(rec, dict) and "busBw" in rec):
-                    raise json.JSONDecodeError("not an rccl-tests JSON line", raw, 0)
-                records.append((number, raw, rec))
-        return _rccl_records(records, source)
+        records, cut = [], None
+        lines = [(number, raw) for number, raw in enumerate(text.splitlines(), start=1) if raw.strip()]
+        for i, (number, raw) in enumerate(lines):
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError:
+                if i == len(lines) - 1 and records and raw.lstrip().startswith("{"):
+                    cut = (number, raw)  # the last record cut short: the writer was stopped mid-line
+                    break
+                raise  # not JSON lines either: the caller reads the text as lines
+            if not (isinstance(rec, dict) and "busBw" in rec):
+                raise json.JSONDecodeError("not an rccl-tests JSON line", raw, 0)
+            records.append((number, raw, rec))
+        return _rccl_records(records, source, cut)
     if isinstance(doc, dict) and "results" in doc:
         return [_nccl_tests(doc, source, text)]
     if isinstance(doc, dict) and "busBw" in doc:

@@ -69,82 +69,108 @@ class _Reader:
             run = Run(start=line)
             if self.pending_collective:
                 run.collective, run.collective_evidence = self.pending_collective
+                run.command = self.pending_collective[1]
                 self.pending_collective = None
             self.doc.runs.append(run)
             self.run = run
         return run
 
     def feed(self, line: Line) -> None:
-        text = line.text
+        """Read one line: the first reader of :data:`_KINDS` that recognises it takes it; else it is unknown."""
         self.doc.lines += 1
-        if table.is_noise(text) and not table.HEADER.match(text):
+        if table.is_noise(line.text) and not table.HEADER.match(line.text):
             return
-        m = table.TESTS_VERSION.match(text) or table.RCCL_TESTS_VERSION.match(text)
+        if not any(read(self, line) for read in _KINDS):
+            self.doc.unknown.append(line)
+
+    # One reader per record kind, in the order they are tried; each returns True when the line was its kind.
+
+    def _version(self, line: Line) -> bool:
+        m = table.TESTS_VERSION.match(line.text) or table.RCCL_TESTS_VERSION.match(line.text)
         if m:
-            key = "nccl-tests" if "nccl-tests" in text else "rccl-tests"
+            key = "nccl-tests" if "nccl-tests" in line.text else "rccl-tests"
             self._open(line, key).versions[key] = m["version"]
-            return
-        m = table.STARTING.match(text)
-        if m:
-            name = collective_name(m["name"])
-            if m["what"] == "starting":
-                run = self._open(line, "starting")
-                run.collective, run.collective_evidence = name, line
-            elif self.run is not None:
-                self.run.footer_lines.append(line)
-                if self.run.collective is None:
-                    self.run.collective, self.run.collective_evidence = name, line
-            return
-        m = table.HEADER.match(text)
+        return bool(m)
+
+    def _starting(self, line: Line) -> bool:
+        m = table.STARTING.match(line.text)
+        if not m:
+            return False
+        name = collective_name(m["name"])
+        if m["what"] == "starting":
+            run = self._open(line, "starting")
+            run.collective, run.collective_evidence = name, line
+        elif self.run is not None:
+            self.run.footer_lines.append(line)
+            if self.run.collective is None:
+                self.run.collective, self.run.collective_evidence = name, line
+        return True
+
+    def _header(self, line: Line) -> bool:
+        m = table.HEADER.match(line.text)
         if m:
             self._open(line, "header").header = table.header_fields(m)
-            return
-        m = table.IMPLEMENTATION.match(text)
+        return bool(m)
+
+    def _implementation(self, line: Line) -> bool:
+        m = table.IMPLEMENTATION.match(line.text)
         if m and self.run is not None:
             self.run.implementation = m["name"]
-            return
-        m = table.DEVICE.match(text)
+            return True
+        return False
+
+    def _device(self, line: Line) -> bool:
+        m = table.DEVICE.match(line.text)
         if m:
             run = self._open(line, "device" if self.run is None or self.run.rows else None)
             run.devices.setdefault(int(m["rank"]), Device(int(m["rank"]), m["host"], int(m["device"]),
                                                           m["bus"], m["name"], line))
-            return
-        columns = table.columns_of(text)
+        return bool(m)
+
+    def _columns(self, line: Line) -> bool:
+        columns = table.columns_of(line.text)
         if columns is not None:
             run = self._open(line, "columns" if self.run is not None and self.run.rows else None)
             run.columns = columns
-            return
-        tokens = text.split()
+        return columns is not None
+
+    def _result(self, line: Line) -> bool:
+        tokens = line.text.split()
         if table.looks_like_row(tokens):
             self._row(line, tokens)
-            return
+            return True
         if self.run is not None and self.run.columns and 0 < len(tokens) < 3 and all(t.isascii() and t.isdigit()
                                                                                     for t in tokens):
             self.run.truncated.append(line)  # a result row cut after its first numbers
-            return
-        if self._footer(line):
-            return
-        if table.FAILURE.search(text):
-            if self.run is not None:
-                self.run.failures.append(line)
-            else:
-                self.doc.unknown.append(line)
-            return
-        if _is_log(line, self.run.log_lines if self.run is not None else self.doc.log_lines):
-            return
-        m = table.PERF_BINARY.search(text)
-        if m is None and table.ENV_ASSIGNMENT.search(text):
-            self.doc.commands.append(line)
-            return
-        if m:
-            self.doc.commands.append(line)
-            name = collective_name(m["name"])
-            if self.run is not None and not self.run.rows and self.run.collective is None:
-                self.run.collective, self.run.collective_evidence = name, line
-            else:
-                self.pending_collective = (name, line)
-            return
-        self.doc.unknown.append(line)
+            return True
+        return False
+
+    def _failure(self, line: Line) -> bool:
+        if not table.FAILURE.search(line.text):
+            return False
+        (self.run.failures if self.run is not None else self.doc.unknown).append(line)
+        return True
+
+    def _log(self, line: Line) -> bool:
+        return _is_log(line, self.run.log_lines if self.run is not None else self.doc.log_lines)
+
+    def _command(self, line: Line) -> bool:
+        """A ``*_perf`` command line (its collective and launch, for the next run if this one has begun) or an
+        ``NCCL_X=value`` setting."""
+        m = table.PERF_BINARY.search(line.text)
+        if m is None:
+            if table.ENV_ASSIGNMENT.search(line.text):
+                self.doc.commands.append(line)
+                return True
+            return False
+        self.doc.commands.append(line)
+        name = collective_name(m["name"])
+        if self.run is not None and not self.run.rows and self.run.collective is None:
+            self.run.collective, self.run.collective_evidence = name, line
+            self.run.command = self.run.command or line
+        else:
+            self.pending_collective = (name, line)
+        return True
 
     def _row(self, line: Line, tokens: list[str]) -> None:
         run = self._open(line)
@@ -234,6 +260,10 @@ class _Reader:
             self.run.footer_lines.append(line)
             return True
         return False
+
+
+_KINDS = (_Reader._version, _Reader._starting, _Reader._header, _Reader._implementation, _Reader._device,
+          _Reader._columns, _Reader._result, _Reader._footer, _Reader._failure, _Reader._log, _Reader._command)
 
 
 def _keys(found: dict, block: fastrows.Block, rows: np.ndarray) -> tuple[list[tuple], np.ndarray, np.ndarray]:

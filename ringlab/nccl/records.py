@@ -44,7 +44,8 @@ class Measure:
 
     ``wrong`` is nccl-tests' ``#wrong`` count (None when printed ``N/A``, i.e. not checked);
     ``max_error`` is the older versions' ``error`` column, the largest deviation found, not a count;
-    ``over_threshold`` marks an error value printed with rccl-tests' asterisk.
+    ``over_threshold`` marks an error value printed with rccl-tests' asterisk. The ``iter_*`` and
+    ``per_process_us`` fields come from ``-I 1`` runs (None otherwise; :mod:`ringlab.nccl.iterations`).
     """
 
     time_us: float
@@ -53,6 +54,11 @@ class Measure:
     wrong: int | None = None
     max_error: float | None = None
     over_threshold: bool = False
+    iter_min_us: float | None = None  # nccl-tests -I (per_iter_timing): i_min, i_max, i_p99 (us) and i_cv% of
+    iter_max_us: float | None = None  # the iterations, each the max over processes (src/util.cu)
+    iter_p99_us: float | None = None
+    iter_cv_pct: float | None = None
+    per_process_us: tuple[tuple[float, ...], ...] | None = None  # -I -J: per process, its time of each iteration
 
     @property
     def failed(self) -> bool:
@@ -62,7 +68,8 @@ class Measure:
 
 @dataclass(frozen=True)
 class Row:
-    """One message size. ``size`` is the bytes column (S as nccl-tests defines it), ``count`` elements."""
+    """One message size. ``size`` is the bytes column (S as nccl-tests defines it), ``count`` elements (0 where
+    the output does not print a count: rccl-tests' JSON lines)."""
 
     size: int
     count: int
@@ -106,6 +113,7 @@ class Run:
     collective: str | None = None  # from "Collective test starting:" or a command line
     collective_evidence: Line | None = None
     implementation: str | None = None  # ringlab bench's "# Implementation:" line (torch.distributed, ringlab ring)
+    command: Line | None = None  # the *_perf command line that launched it, when the input shows it
     header: dict = field(default_factory=dict)  # nThread, nGpus, minBytes, ... as printed
     versions: dict[str, str] = field(default_factory=dict)  # nccl-tests, nccl, rccl-tests, rccl
     devices: dict[int, Device] = field(default_factory=dict)

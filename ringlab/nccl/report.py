@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 from ringlab import textfmt
 
-from .ceiling import ceiling_busbw
+from .ceiling import MODELLED, ceiling_busbw
 from .debuglog import LogFacts
 from .facts import Facts, infer
 from .findings import Finding, findings_for
 from .fit import AlphaBeta, fit_alpha_beta
 from .reader import Document
 from .records import Run
+from .tuning.explained import expectations, text_lines, with_knobs
 
 MALFORMED_SHOWN = 5  # malformed rows named in a report (all are counted)
 
@@ -62,6 +63,7 @@ class Report:
             "findings": [x.as_dict() for x in self.findings],
             "source": self.source, "implementation": self.run.implementation, "versions": f.versions, "channels": f.channels, "graphs": f.graphs,
             "algorithms": f.algorithms,
+            "nccl_expected": [e.as_dict() for e in expectations(self.log, self.run, f.collective)],
             "nics": f.nics, "nic_layer": f.nic_layer, "nic_bandwidth": f.nic_bandwidth, "hosts": f.hosts,
             "ceiling": self.ceiling_explanation, "alpha_beta": fit, "notes": f.notes,
             "rows": [{"size": r.size, "count": r.count, "type": r.dtype, "redop": r.redop, "root": r.root,
@@ -95,6 +97,7 @@ class Report:
         if f.channels or f.graphs or f.algorithms:
             lines.append(f"  channels: {f.channels or '?'}; graphs built: {', '.join(f.graphs) or '-'}; "
                          f"algorithms chosen (TUNING): {', '.join(f.algorithms) or 'not in the log'}")
+        lines += text_lines(expectations(self.log, self.run, f.collective))
         if self.peak_busbw is not None:
             top = max(self.run.rows, key=lambda r: r.busbw)
             lines.append(f"  peak busbw {self.peak_busbw / 1e9:.2f} GB/s at {top.size:,} B")
@@ -141,6 +144,8 @@ def _quoted(evidence: str, source: str, width: int | None) -> str:
 def _no_ceiling_reason(facts: Facts) -> str:
     if not facts.world_size or facts.world_size < 2:
         return "none: fewer than two ranks"
+    if facts.collective not in MODELLED:
+        return f"unknown: no line-rate model for {facts.collective or 'an unknown collective'}"
     if (facts.nodes or 1) > 1 and not (facts.nics and facts.nic_bandwidth):
         return ("unknown: a multi-node bound needs the NICs in use and their line rate (from NCCL_DEBUG=INFO, "
                 "or --nics and --nic-gbps)")
@@ -167,6 +172,6 @@ def explain(doc: Document, nics: int | None = None, nic_gbps: float | None = Non
         fit = fit_alpha_beta([s for s, _ in halves], [t for _, t in halves]) if halves else None
         source = run.start.source if run.start else "<input>"
         reports.append(Report(source, run, facts, log, peak, expected, why, fit,
-                              findings_for(run, facts, log, doc.commands, peak, expected, fit),
+                              with_knobs(findings_for(run, facts, log, doc.commands, peak, expected, fit)),
                               doc.unknown.total, doc.malformed.total, doc.lines))
     return reports

@@ -61,8 +61,8 @@ _UINT = re.compile(r"^[0-9]+$")
 
 # the fields of one half (out-of-place or in-place), by header name
 _GROUP_FIELDS = {"time": "time", "cputime": "time", "algbw": "algbw", "busbw": "busbw", "#wrong": "wrong",
-                 "wrong": "wrong", "error": "error", "i_min": "extra", "i_max": "extra", "i_p99": "extra",
-                 "i_cv%": "extra"}
+                 "wrong": "wrong", "error": "error", "i_min": "iter_min_us", "i_max": "iter_max_us",
+                 "i_p99": "iter_p99_us", "i_cv%": "iter_cv_pct"}
 
 
 class RowError(ValueError):
@@ -142,6 +142,8 @@ def _half(tokens: list[str], fields: tuple[str, ...]) -> Measure:
             token = token.rstrip("*")
             values["max_error"] = None if token == "N/A" else _number(token, "error")
             values["over_threshold"] = starred
+        elif field.startswith("iter_"):  # -I: the per-iteration summary of this half
+            values[field] = _number(token, field)
     if not {"time", "algbw", "busbw"} <= values.keys():
         raise RowError("a result half needs time, algbw and busbw")
     return Measure(time_us=values.pop("time"), **values)

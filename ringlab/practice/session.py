@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ringlab import cli_args
 from ringlab.check.cards import Card, draw_params, load_card, split_rubric
 from ringlab.practice import state as state_file
@@ -44,8 +46,6 @@ class Quit(Exception):
 
 def card_rng(seed: int, card_id: str):
     """The generator a card's numbers are drawn from: a function of the session seed and the card only."""
-    import numpy as np
-
     return np.random.default_rng([seed, int(card_id)])
 
 

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ringlab.calc import parsing
+from ringlab.calc import format_bytes, parsing
 
 # unit text -> scale to the base unit, per dimension (the tables of ringlab.calc.parsing where one exists)
 SCALES: dict[str, dict[str, Fraction]] = {
@@ -187,8 +187,6 @@ def _slips(world_size: int | None, noun: str, unit: str, pairs) -> list[tuple[fl
 
 def format_value(value: float, unit: str, show: str = "") -> str:
     """``value`` (base unit of ``unit``) as the card prints it: bytes with GB and GiB, times in ``show``."""
-    from ringlab.calc import format_bytes
-
     if unit == "B":  # GB and GiB side by side once they are worth showing
         n = int(value) if float(value).is_integer() else float(value)
         return format_bytes(n) if abs(value) >= 1e8 else (f"{n:,} B" if isinstance(n, int) else f"{n:,.1f} B")

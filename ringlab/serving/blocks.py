@@ -49,9 +49,9 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Sequence
 
-from ringlab.calc.kvcache import kv_cache_bytes, kv_cache_bytes_per_token, state_bytes_per_sequence
+from ringlab.calc.kvcache import kv_cache_bytes, state_bytes_per_sequence
 from ringlab.calc.models import ModelConfig, get_model
-from ringlab.calc.units import positive_int
+from ringlab.validation import positive_int
 
 
 _MEMO_SIZE = 256  # prompts whose chain keys are remembered (cleared when full)
@@ -305,10 +305,25 @@ class BlockManager:
                 hits += 1
         return hits * self.block_size
 
+    @property
+    def admission_room(self) -> int:
+        """Blocks new sequences may take now: the free blocks less the watermark (may be negative)."""
+        return self.num_free_blocks - self.watermark_blocks
+
+    @property
+    def usable_blocks(self) -> int:
+        """The most blocks new sequences can ever take: the whole pool less the watermark."""
+        return self.num_blocks - self.watermark_blocks
+
+    def never_fits(self, need: int) -> bool:
+        """Whether new sequences needing ``need`` blocks exceed :attr:`usable_blocks`: no amount of freeing
+        admits them (the one rule for "never fits", here and in the scheduler)."""
+        return need > self.usable_blocks
+
     def can_allocate(self, *token_lists: Sequence) -> bool:
         """Whether :meth:`allocate` of each token list (new sequences, in order) fits while leaving
         ``watermark_blocks`` free."""
-        return self.blocks_needed(token_lists) <= self.num_free_blocks - self.watermark_blocks
+        return self.blocks_needed(token_lists) <= self.admission_room
 
     # ---- changing the books ------------------------------------------------------------------
     def allocate(self, seq_id, token_ids: Sequence) -> list[int]:
@@ -324,9 +339,9 @@ class BlockManager:
         if not tokens:
             raise ValueError(f"token_ids of sequence {seq_id!r} must not be empty")
         need = self.blocks_needed([tokens])
-        room = self.num_free_blocks - self.watermark_blocks
+        room = self.admission_room
         if need > room:
-            never = need > self.num_blocks - self.watermark_blocks
+            never = self.never_fits(need)
             raise OutOfBlocksError(
                 f"sequence {seq_id!r} needs {need} blocks for {len(tokens)} tokens; {room} of {self.num_blocks} "
                 f"are free above the watermark of {self.watermark_blocks}"

@@ -40,8 +40,8 @@ from ringlab.calc.decode import decode_step
 from ringlab.calc.hardware import Hardware, get_hardware, peak_flops
 from ringlab.calc.kvcache import kv_cache_bytes, kv_cache_bytes_per_token
 from ringlab.calc.models import ModelConfig, get_model
-from ringlab.calc.roofline import check_number
-from ringlab.calc.units import positive_int
+from ringlab.validation import check_number
+from ringlab.validation import positive_int
 from ringlab.serving.blocks import sequence_kv_bytes
 
 

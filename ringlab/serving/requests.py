@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ringlab.calc.roofline import check_number
-from ringlab.calc.units import positive_int
+from ringlab.validation import check_number
+from ringlab.validation import positive_int
 
 VOCAB_SIZE = 32_000  # Llama-2's vocabulary; token ids only need to be distinct, not meaningful
 LENGTHS = ("fixed", "uniform", "exponential")

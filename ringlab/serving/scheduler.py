@@ -52,8 +52,8 @@ import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
-from ringlab.calc.roofline import check_number
-from ringlab.calc.units import positive_int
+from ringlab.validation import check_number
+from ringlab.validation import positive_int
 from ringlab.serving.blocks import BlockManager, OutOfBlocksError, cache_layout
 from ringlab.serving.cost import StepCost, host_link
 from ringlab.serving.requests import Request, sampled_token
@@ -147,20 +147,21 @@ class Scheduler:
 
     Args: ``model`` / ``hardware`` (presets or objects for the step time); ``num_blocks`` and
     ``block_size`` of the pool; ``config`` a :class:`SchedulerConfig`; ``enable_prefix_caching``;
-    ``dtype`` of weights and cache. :meth:`run` returns a :class:`~ringlab.serving.trace.Trace`;
+    ``dtype`` of weights and cache; ``tp``: tensor-parallel GPUs serving one replica (step times of
+    :class:`~ringlab.serving.cost.StepCost`; the pool is the blocks of that group). :meth:`run` returns a :class:`~ringlab.serving.trace.Trace`;
     ``check_invariants=True`` checks the allocator's books after every step (tests).
     Raises ValueError/TypeError for bad arguments.
     """
 
     def __init__(self, model, hardware, num_blocks: int, block_size: int = 16,
                  config: SchedulerConfig | None = None, enable_prefix_caching: bool = True,
-                 dtype: str = "bf16", check_invariants: bool = False):
+                 dtype: str = "bf16", check_invariants: bool = False, tp: int = 1):
         self.config = config if config is not None else SchedulerConfig()
         if not isinstance(self.config, SchedulerConfig):
             raise TypeError(f"config must be a SchedulerConfig, got {type(config).__name__}")
         num_blocks = positive_int(num_blocks, "num_blocks")
         watermark = int(self.config.watermark * num_blocks)
-        self.cost = StepCost(model, hardware, self.config.max_num_batched_tokens, dtype=dtype)
+        self.cost = StepCost(model, hardware, self.config.max_num_batched_tokens, dtype=dtype, tp=tp)
         self.layout = cache_layout(self.cost.model, block_size, dtype)
         self.blocks = BlockManager(num_blocks, block_size, watermark,
                                    enable_prefix_caching and self.layout.window is None, self.layout.window)
@@ -229,19 +230,19 @@ class Scheduler:
         self.waiting.append(group)
 
     def _never_fits(self, request: Request) -> str:
-        cfg, pool = self.config, self.blocks.num_blocks
+        cfg = self.config
         if not cfg.chunked_prefill and len(request.prompt) > cfg.max_num_batched_tokens:
             return (f"prompt of {len(request.prompt)} tokens exceeds max_num_batched_tokens="
                     f"{cfg.max_num_batched_tokens} without chunked prefill")
         if request.n > cfg.max_num_seqs:
             return f"its {request.n} samples exceed max_num_seqs={cfg.max_num_seqs}"
-        room = pool - self.blocks.watermark_blocks
+        room = self.blocks.usable_blocks
         prompt = self.layout.blocks(len(request.prompt)) + (request.n - 1) * self._extra(len(request.prompt))
-        if prompt > room:
+        if self.blocks.never_fits(prompt):
             return f"prompt needs {prompt} blocks; the pool has {room} above the watermark"
         if cfg.reserve_decode:
             worst = request.n * self.layout.blocks(len(request.prompt) + request.max_new_tokens - 1)
-            if worst > room:
+            if self.blocks.never_fits(worst):
                 return f"its worst case needs {worst} blocks, {room} are above the watermark: it could never finish"
         return ""
 
@@ -367,8 +368,7 @@ class Scheduler:
         return sum(self._extra(len(t)) for t in lists)
 
     def _room(self, token_lists: list, reserve: int) -> bool:
-        need = self.blocks.blocks_needed(token_lists) + reserve
-        return need <= self.blocks.num_free_blocks - self.blocks.watermark_blocks
+        return self.blocks.blocks_needed(token_lists) + reserve <= self.blocks.admission_room
 
     def _swap_in(self) -> None:
         """Bring swapped requests back (before any new admission), oldest first, with their decode slots."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from ringlab.collectives import (
 from .executor import Counts, Events, Plan, compile_schedule, execute
 from .memory import check_fits, run_bytes
 from .ops import BFLOAT16, UFUNCS, check_dtype, check_op
+from .plan import cached_plans
 
 # torch dtypes whose add/multiply/maximum/minimum and index_put run on CPU (torch 2.x has no
 # add or index_put for uint16/32/64), named as torch names them.
@@ -179,17 +179,9 @@ def own_chunks(flat):
     return tuple(_copy(flat[r, bounds[r]:bounds[r + 1]]) for r in range(n))
 
 
-@lru_cache(maxsize=64)
+@cached_plans
 def _plan(builder, world_size: int, numel: int) -> Plan:
     return compile_schedule(builder(world_size), numel)
-
-
-def clear_plans() -> None:
-    """Forget the compiled plans kept for repeated calls (for benchmarks and tests that measure a first call)."""
-    from . import collectives
-
-    _plan.cache_clear()
-    collectives.clear_plans()
 
 
 def traffic_of(counts: Counts) -> Traffic:

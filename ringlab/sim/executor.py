@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ringlab.collectives import chunk_sizes
+
 from .backends import backend_for
 from .plan import Plan, RingPlan, compile_schedule
 
@@ -148,9 +150,9 @@ def _run_ring(xp, ring: RingPlan, ins, outs, carries, combine, counter, itemsize
 
 def _run_step(xp, step, ins, outs, flat_in, flat_out, combine, counter, itemsize: int) -> None:
     if step.slices:  # large blocks: in place, one slice op per block, in listed order
-        snap = xp.empty(flat_out, (sum(hi - lo for _, lo, hi, _, _ in step.snapshots),))
-        for rank, lo, hi, from_out, at in step.snapshots:  # values the step overwrites before sending them
-            snap[at:at + hi - lo] = (flat_out if from_out else flat_in)[rank, lo:hi]
+        snap = xp.empty(flat_out, (sum(c.hi - c.lo for c in step.snapshots),))
+        for c in step.snapshots:  # values the step overwrites before sending them
+            snap[c.offset:c.offset + c.hi - c.lo] = (flat_out if c.from_out else flat_in)[c.rank, c.lo:c.hi]
         for t in step.slices:
             sv = snap[t.snap:t.snap + t.hi - t.lo] if t.snap >= 0 else (flat_out if t.src_from_out else flat_in)[t.src, t.lo:t.hi]
             target = flat_out[t.dst, t.lo:t.hi]
@@ -160,14 +162,14 @@ def _run_step(xp, step, ins, outs, flat_in, flat_out, combine, counter, itemsize
                 target[...] = sv
     for g in step.groups:
         vals = _gather(xp, ins[g.cls], outs[g.cls], g.src_rank, g.src_chunk, g.src_from_out)
-        for sel, dst, chunk, reduce, own_in_out in g.rounds:
-            copy = ~reduce
+        for r in g.rounds:
+            copy, reduce = ~r.reduce, r.reduce
             if copy.any():
-                xp.scatter(outs[g.cls], dst[copy], chunk[copy], _rows(vals, sel[copy]))
+                xp.scatter(outs[g.cls], r.dst[copy], r.chunk[copy], _rows(vals, r.rows[copy]))
             if reduce.any():
-                own = _gather(xp, ins[g.cls], outs[g.cls], dst[reduce], chunk[reduce], own_in_out[reduce])
-                combine(own, _rows(vals, sel[reduce]), out=own)
-                xp.scatter(outs[g.cls], dst[reduce], chunk[reduce], own)
+                own = _gather(xp, ins[g.cls], outs[g.cls], r.dst[reduce], r.chunk[reduce], r.own_from_out[reduce])
+                combine(own, _rows(vals, r.rows[reduce]), out=own)
+                xp.scatter(outs[g.cls], r.dst[reduce], r.chunk[reduce], own)
     counter.explicit(step.index, step.src, step.dst, step.elements * itemsize)
 
 
@@ -199,15 +201,13 @@ def execute(plan: Plan, inputs, out, ufunc, trace: bool = False, router=None) ->
         else:
             _run_step(xp, item, ins, outs, inputs if inputs is not None else out, out, combine, counter, itemsize)
     if inputs is not None:
-        for ci, ranks, chunks in plan.finals:
-            xp.scatter(outs[ci], ranks, chunks, xp.gather(ins[ci], ranks, chunks))
+        for f in plan.finals:
+            xp.scatter(outs[f.cls], f.ranks, f.chunks, xp.gather(ins[f.cls], f.ranks, f.chunks))
     return counter.counts(), (_events(schedule, plan.numel, itemsize) if trace else None)
 
 
 def _events(schedule, numel: int, itemsize: int) -> Events:
     """One row per transfer, sorted by (step, sender); bytes are each chunk's size, as the steps moved them."""
-    from ringlab.collectives import chunk_sizes
-
     sizes = chunk_sizes(numel, schedule.num_chunks) * itemsize
     cols = {name: [] for name in ("step", "src", "dst", "chunk", "reduce", "nbytes")}
     for s, step in enumerate(schedule.steps):

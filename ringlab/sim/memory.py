@@ -65,7 +65,7 @@ def run_bytes(schedule: Schedule, numel: int, itemsize: int) -> int:
 
 
 def cluster_verify_bytes(schedule: Schedule, numel: int) -> int:
-    """Estimated peak bytes of :func:`ringlab.sim.cluster.verify_on_cluster` on ``schedule`` with ``numel`` int64
+    """Estimated peak bytes of :func:`ringlab.sim.on_cluster.verify_on_cluster` on ``schedule`` with ``numel`` int64
     elements per rank: the simulator run (:func:`run_bytes`) plus the checks' arrays, each ``world_size x
     numel``: the seeded input, the values compared on both sides and their copies (int64) and the mask
     of output slots (one byte each). An upper bound: 1.1 to 1.5 times the peak tracemalloc measures for

@@ -21,6 +21,7 @@ executor still counts their transfers at 0 bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -68,20 +69,34 @@ class RingPlan:
     steps: tuple[tuple[Segment, ...], ...]
 
 
+class Round(NamedTuple):
+    """The transfers of a :class:`Group` applied in one round (the i-th transfer into a slot applies in round i).
+
+    ``rows``: the group's rows applied; per row the receiver ``dst`` (rank), its ``chunk`` within the size
+    class, whether it ``reduce``s, and whether the receiver's own copy (for reduces) is in ``out``
+    (``own_from_out``). All int64 or bool arrays of one length.
+    """
+
+    rows: np.ndarray
+    dst: np.ndarray
+    chunk: np.ndarray
+    reduce: np.ndarray
+    own_from_out: np.ndarray
+
+
 @dataclass(frozen=True)
 class Group:
     """The transfers of one explicit step in one size class, as index arrays (``k`` rows).
 
-    ``src_*``: sender rank, chunk within the class and whether its value is in ``out``. ``rounds`` lists,
-    for each round (the i-th transfer into a slot applies in round i), the rows it applies and for
-    each the receiver's slot and whether the receiver's copy (for reduces) is in ``out``.
+    ``src_*``: sender rank, chunk within the class and whether its value is in ``out``; ``rounds``: the
+    :class:`Round` records in the order they apply.
     """
 
     cls: int
     src_rank: np.ndarray
     src_chunk: np.ndarray
     src_from_out: np.ndarray
-    rounds: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]  # rows, dst, chunk, reduce, base_from_out
+    rounds: tuple[Round, ...]
 
 
 class Slice(NamedTuple):
@@ -102,18 +117,38 @@ class Slice(NamedTuple):
     snap: int
 
 
+class Snapshot(NamedTuple):
+    """Elements ``lo:hi`` of rank ``rank``'s row (of ``out`` if ``from_out``, else of the input), copied to
+    ``offset`` of the step's snapshot buffer before the step's slices apply."""
+
+    rank: int
+    lo: int
+    hi: int
+    from_out: bool
+    offset: int
+
+
+class Final(NamedTuple):
+    """Output slots of size class ``cls`` that no step writes: ``ranks`` and ``chunks`` (within the class,
+    int64 arrays) copied from the input at the end."""
+
+    cls: int
+    ranks: np.ndarray
+    chunks: np.ndarray
+
+
 @dataclass(frozen=True)
 class ExplicitStep:
     """A compiled explicit step and the (sender, receiver, elements) of every row for byte counts.
 
     Either ``groups`` (gathered by index: many small chunks) or ``slices`` applied in listed order on
-    contiguous blocks (large blocks), with ``snapshots`` ``(rank, lo, hi, from_out, offset)`` copied first.
+    contiguous blocks (large blocks), with the :class:`Snapshot` records copied first.
     """
 
     index: int
     groups: tuple[Group, ...]
     slices: tuple[Slice, ...]
-    snapshots: tuple[tuple[int, int, int, bool, int], ...]
+    snapshots: tuple[Snapshot, ...]
     src: np.ndarray
     dst: np.ndarray
     elements: np.ndarray
@@ -123,15 +158,14 @@ class ExplicitStep:
 class Plan:
     """A schedule compiled for one message size: size classes, compiled phases, and final copies.
 
-    ``finals`` lists, per size class, output slots no step writes: ``(class, ranks, chunks)`` copied from
-    the input at the end.
+    ``finals``: per size class, the :class:`Final` output slots no step writes, copied from the input at the end.
     """
 
     schedule: Schedule
     numel: int
     classes: tuple[SizeClass, ...]
     phases: tuple
-    finals: tuple[tuple[int, np.ndarray, np.ndarray], ...]
+    finals: tuple[Final, ...]
 
 
 def size_classes(numel: int, num_chunks: int) -> tuple[SizeClass, ...]:
@@ -313,8 +347,25 @@ def compile_schedule(schedule: Schedule, numel: int) -> Plan:
     for ci, c in enumerate(classes):
         pick = cls == ci
         if pick.any():
-            finals.append((ci, ranks[pick], chunks[pick] - c.first))
+            finals.append(Final(ci, ranks[pick], chunks[pick] - c.first))
     return Plan(schedule, numel, classes, tuple(phases), tuple(finals))
+
+
+_PLAN_CACHES: list = []
+
+
+def cached_plans(builder):
+    """``builder`` (hashable arguments -> :class:`Plan`) memoised for repeated calls, 64 plans at most each;
+    :func:`clear_plans` forgets them all."""
+    cached = lru_cache(maxsize=64)(builder)
+    _PLAN_CACHES.append(cached)
+    return cached
+
+
+def clear_plans() -> None:
+    """Forget the compiled plans kept for repeated calls (for benchmarks and tests that measure a first call)."""
+    for cache in _PLAN_CACHES:
+        cache.cache_clear()
 
 
 def _compile_ring(schedule, phase: RingPhase, s0: int, classes, written: Slots, held: Slots, live_end) -> RingPlan:
@@ -384,7 +435,7 @@ def _compile_step(schedule, step, s: int, classes, sizes: np.ndarray, written: S
         for r in range(int(rnd[rows].max()) + 1):
             sel = np.flatnonzero(rnd[rows] == r)
             g = rows[sel]
-            rounds.append((sel, dst[g], local[sel], reduce[g], base_from_out[g]))
+            rounds.append(Round(sel, dst[g], local[sel], reduce[g], base_from_out[g]))
         groups.append(Group(ci, src[rows], local, src_from_out[rows], tuple(rounds)))
     written.put(dst, chunk, True)
     return ExplicitStep(s, tuple(groups), (), (), e.src, e.dst, sizes[e.chunk])
@@ -411,7 +462,7 @@ def _slices(e, keep, offsets, dst_slot, src_slot, src_from_out, own_from_out):
         snap = -1
         if snapped[a]:
             snap, used = used, used + hi - lo
-            snapshots.append((int(src[a]), lo, hi, bool(src_from_out[a]), snap))
+            snapshots.append(Snapshot(int(src[a]), lo, hi, bool(src_from_out[a]), snap))
         slices.append(Slice(int(src[a]), int(dst[a]), lo, hi, bool(reduce[a]), bool(src_from_out[a]),
                             bool(own_from_out[a]), snap))
     return tuple(slices), tuple(snapshots)

@@ -23,6 +23,7 @@ is guaranteed, e.g. bfloat16 at N >= 256).
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .ops import is_floating
@@ -30,8 +31,6 @@ from .ops import is_floating
 
 def unit_roundoff(dtype) -> float:
     """Unit roundoff u = 2**-(mantissa bits + 1) of a floating dtype (bfloat16 included)."""
-    import ml_dtypes
-
     return float(ml_dtypes.finfo(dtype).eps) / 2
 
 

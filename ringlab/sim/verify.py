@@ -2,7 +2,7 @@
 
 For each world size the check compares
 
-* every rank's result with the direct computation (:func:`ringlab.sim.collectives.expected_outputs`:
+* every rank's result with the direct computation (:func:`ringlab.sim.runner.expected_outputs`:
   exact for integers and for copies, a Higham error bound for float reductions accumulated in float64),
 * the bytes each rank sent, counted by the executor, with the algorithm's closed form in
   :mod:`ringlab.collectives` (and, for ring all-reduce, the total with ``2 (N - 1) * nbytes``),
@@ -21,11 +21,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ringlab.calc.parsing import check_int
+from ringlab import textfmt
+from ringlab.validation import check_int
 from ringlab.collectives import algorithms_for, get_algorithm, get_schedule
 from ringlab.collectives.cost import bus_factor
 
-from .collectives import expected_outputs, run_collective
+from .runner import expected_outputs, run_collective
+from .gradients import shard_gradients
 from .memory import check_fits, run_bytes
 from .ops import check_op, is_floating, resolve_dtype
 from .reference import bit_identical, direct_reduce, max_error, unit_roundoff
@@ -144,8 +146,6 @@ class VerifyReport:
 
 
     def _narrow_table(self, errors: bool) -> str:
-        from ringlab import textfmt
-
         same = len({r.numel for r in self.rows}) == 1
         head = ["N"] + ([] if same else ["numel"]) + ["message B", "min sent", "max sent", "ideal B", "bytes"] + (
             ["max err"] if errors else []) + ["values", "steps", "identical", "full batch"]
@@ -242,8 +242,6 @@ def verify(world_sizes=DEFAULT_WORLD_SIZES, numel: int | None = None, dtype="flo
         if max(sizes) > MAX_GRADIENT_WORLD_SIZE:
             raise ValueError(f"input='gradients' runs one backward pass per rank: world sizes up to "
                              f"{MAX_GRADIENT_WORLD_SIZE}, got {max(sizes)}; use input='random' for larger clusters")
-        from .gradients import shard_gradients
-
         buckets = shard_gradients(sizes, seed=seed)
         model = next(iter(buckets.values())).model
     elif numel is None:

@@ -6,6 +6,7 @@
 ``build_on_cluster(coll, algo, c)``  a topology-aware schedule (:data:`CLUSTER_ALGORITHMS`) or a flat one
 ``link_loads(schedule, c, numel)``   bytes per link and per-step busiest link, counted from the schedule
 ``cost_of(schedule, c, nbytes)``     step-model time, busbw, line-rate ceiling, bottleneck, bytes per class
+``scale.cluster_costs(coll, c, n)``  the same for every algorithm at any size: ring rules where schedules are too big
 
 Imports :mod:`ringlab.collectives` only (the layering: topology sits above collectives, below sim).
 """

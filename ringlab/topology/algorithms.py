@@ -3,7 +3,7 @@
 ``CLUSTER_ALGORITHMS[(collective, name)]`` is a :class:`ClusterAlgorithm`. :func:`cluster_schedules`
 lists, for a collective on a cluster, these together with every flat algorithm of
 :data:`ringlab.collectives.ALGORITHMS` (placed on the cluster in rank order), which is what
-``ringlab cost --topology`` and :func:`ringlab.sim.cluster.verify_on_cluster` walk through.
+``ringlab cost --topology`` and :func:`ringlab.sim.on_cluster.verify_on_cluster` walk through.
 """
 
 from __future__ import annotations
@@ -26,13 +26,22 @@ TREE_PIECES = 4  # pipeline pieces per tree (tree_chains) and per slice (nvls): 
 
 
 def default_channels(cluster: Cluster) -> int:
-    """One channel per GPU, so every GPU's NIC carries one channel's crossings.
+    """One channel per GPU, so every GPU's NIC carries one channel's crossings; on a mesh, every (ring, exit GPU)
+    pair once.
 
     NCCL opens 16-32 channels on 8-GPU NVSwitch nodes with 8 NICs (2-4 per NIC, ``NCCL_MIN_NCHANNELS``);
     here bandwidth depends only on which rails and links channels use, so one per GPU is enough, and
-    fewer than the GPUs leave NICs idle (C channels use C rails).
+    fewer than the GPUs leave NICs idle (C channels use C rails). On a mesh the R rings of
+    :func:`~ringlab.topology.schedules.mesh_rings` each own different links: one node runs R channels (every
+    link once), several nodes ``R G`` (every (ring, exit GPU) pair once, :func:`~ringlab.topology.schedules.ring_orders`:
+    every ring leaves by every GPU and enters by every GPU equally often, so the NICs share the crossings evenly
+    both ways; ``lcm(R, G)`` would do only when R and G are coprime, as on an 8-GPU full mesh).
     """
-    return cluster.gpus_per_node
+    g = cluster.gpus_per_node
+    if cluster.fabric != "mesh":
+        return g
+    r = len(sch.mesh_rings(g, cluster.mesh_links))
+    return r if cluster.nodes == 1 else r * g
 
 
 def _multi_node(cluster: Cluster) -> str | None:
@@ -63,7 +72,7 @@ class ClusterAlgorithm:
 def _ring(collective: str) -> ClusterAlgorithm:
     return ClusterAlgorithm(
         collective, "ring_channels",
-        lambda c, ch: sch.ring_channels_schedule(collective, c.nodes, c.gpus_per_node, ch, c.fabric == "mesh"),
+        lambda c, ch: sch.ring_channels_schedule(collective, c.nodes, c.gpus_per_node, ch, c.ring_mesh),
         lambda c, ch, numel, item: cf.ring_channels_link_bytes(collective, c, ch, numel, item),
         lambda c: None, "NCCL-style rings, one per channel, each leaving the node on another rail")
 

@@ -10,8 +10,12 @@ Model (pure numpy, no data):
   - ``"nvswitch"``: every GPU has one port into a non-blocking switch, ``gpu_bandwidth`` bytes/s per
     direction (NVLink 4: 450 GB/s). A transfer a -> b uses a's ``nvlink`` uplink and b's downlink.
     ``nvls=True``: the switch can reduce and multicast (NVLink SHARP).
-  - ``"mesh"``: a point-to-point link of ``gpu_bandwidth`` per direction between every pair (AMD
-    xGMI); a -> b uses the one ``xgmi`` link a->b.
+  - ``"mesh"``: point-to-point links of ``gpu_bandwidth`` each per direction: by default one between
+    every pair (AMD xGMI, class ``xgmi``); or ``mesh_links[a][b]`` of them, bonded, between a and b (a
+    DGX-1's NVLink hybrid cube-mesh, ``mesh_class="nvlink"``). a -> b uses the pair's one link a->b, of
+    ``mesh_links[a][b] * gpu_bandwidth``; a pair without a link goes over PCIe (a's ``pcie`` uplink, b's
+    downlink): NCCL's P2P-over-PCIe or SHM transport (through host memory, across the CPU sockets on a
+    DGX-1, whose limits are left out like the others below).
   - ``"pcie"``: GPUs meet in a PCIe switch; a -> b uses a's ``pcie`` uplink and b's downlink.
 
 * Between nodes: ``nics_per_node`` NICs of ``nic_gbps`` Gb/s each (as sold; bytes/s is ``/ 8``).
@@ -25,7 +29,7 @@ Model (pure numpy, no data):
   switches can reduce (in-network reduction, SHARP).
 
 Links are numbered once (:class:`LinkTable`); every link has a class (``nvlink``, ``xgmi``, ``pcie``,
-``nic``), a direction (``tx`` leaves the GPU or node, ``rx`` enters it) and a bandwidth. Latency is per
+``nic``; on a mesh the pair links are of ``mesh_class``), a direction (``tx`` leaves the GPU or node, ``rx`` enters it) and a bandwidth. Latency is per
 path: ``gpu_latency`` for a transfer inside a node, ``nic_latency`` for one between nodes (the whole
 GPU -> NIC -> fabric -> NIC -> GPU path, as NCCL's tuner charges a network step).
 Routing (:meth:`Cluster.route`) maps arrays of (src, dst) ranks to the links each transfer crosses.
@@ -71,7 +75,8 @@ class LinkTable:
     """Every link of a cluster, as parallel arrays indexed by link id.
 
     ``cls`` (str, one of :data:`LINK_CLASSES`), ``direction`` ("tx"/"rx"), ``node`` and ``index`` (GPU, NIC
-    port, or for xgmi ``src_gpu * G + dst_gpu``), ``bandwidth`` (bytes/s).
+    port, or for a mesh's pair links ``src_gpu * G + dst_gpu``), ``bandwidth`` (bytes/s); ``pair_class``: the
+    class of the mesh's pair links (None off a mesh).
     """
 
     cls: np.ndarray
@@ -80,18 +85,19 @@ class LinkTable:
     index: np.ndarray
     bandwidth: np.ndarray
     gpus_per_node: int
+    pair_class: str | None = None
 
     def __len__(self) -> int:
         return len(self.cls)
 
     def label(self, link: int) -> str:
-        """``"node 1 nic 3 tx"``, ``"node 0 gpu 2 nvlink rx"``, ``"node 0 xgmi 2->5"``."""
+        """``"node 1 nic 3 tx"``, ``"node 0 gpu 2 nvlink rx"``, ``"node 0 xgmi gpu 2->gpu 5"``."""
         c, d, n, i = self.cls[link], self.direction[link], int(self.node[link]), int(self.index[link])
         if c == "nic":
             return f"node {n} nic {i} {d}"
-        if c == "xgmi":
+        if c == self.pair_class:
             a, b = divmod(i, self.gpus_per_node)
-            return f"node {n} xgmi gpu {a}->gpu {b}"
+            return f"node {n} {c} gpu {a}->gpu {b}"
         return f"node {n} gpu {i} {c} {d}"
 
     def of_class(self, cls: str, direction: str | None = None) -> np.ndarray:
@@ -111,6 +117,9 @@ class Cluster:
         nodes, gpus_per_node: ints >= 1.
         fabric: ``nvswitch | mesh | pcie`` (inside a node).
         gpu_bandwidth: bytes/s per direction of a GPU's NVSwitch port, of one mesh link, or of its PCIe link.
+        mesh_links: (mesh only) G x G link counts (tuple of tuples), symmetric, zero diagonal; None: one link
+            between every pair.
+        mesh_class: (mesh only) the class of the pair links, ``"xgmi"`` or ``"nvlink"``.
         gpu_latency: seconds per intra-node transfer step.
         nics_per_node: NICs per node (0 only for one node); nic_gbps: Gb/s per NIC as sold;
         nic_latency: seconds per inter-node transfer step.
@@ -137,6 +146,8 @@ class Cluster:
     sharp: bool = False
     source: str = ""
     notes: tuple[str, ...] = field(default=(), compare=False)
+    mesh_links: tuple[tuple[int, ...], ...] | None = None
+    mesh_class: str = "xgmi"
 
     def __post_init__(self) -> None:
         _positive(self.nodes, "nodes", integer=True)
@@ -164,6 +175,24 @@ class Cluster:
                              "(each GPU's NICs form one striped port)")
         if self.nvls and self.fabric != "nvswitch":
             raise ValueError("nvls (in-switch reduction) needs fabric='nvswitch'")
+        self._check_mesh()
+
+    def _check_mesh(self) -> None:
+        if self.mesh_class not in ("xgmi", "nvlink"):
+            raise ValueError(f"mesh_class must be 'xgmi' or 'nvlink', got {self.mesh_class!r}")
+        if self.mesh_links is None:
+            return
+        if self.fabric != "mesh":
+            raise ValueError("mesh_links (per-pair link counts) needs fabric='mesh'")
+        g = self.gpus_per_node
+        try:
+            m = np.array(self.mesh_links)
+        except ValueError:
+            m = None
+        if m is None or m.shape != (g, g) or m.dtype.kind not in "iu" or (m < 0).any() or (m != m.T).any() \
+                or np.diagonal(m).any() or not all(isinstance(r, tuple) for r in (self.mesh_links, *self.mesh_links)):
+            raise ValueError(f"mesh_links must be a {g} x {g} tuple of tuples of int link counts >= 0, symmetric, "
+                             f"zero on the diagonal, got {self.mesh_links!r}")
 
     # --- shape -----------------------------------------------------------------------------------
 
@@ -191,6 +220,22 @@ class Cluster:
     def node_network_bandwidth(self) -> float:
         """Bytes/s per direction between one node and the fabric: all its NICs together."""
         return self.nics_per_node * self.nic_bandwidth
+
+    @property
+    def link_counts(self) -> np.ndarray:
+        """int64 ``(G, G)``: links between each pair of GPUs of a mesh node (one per pair without ``mesh_links``,
+        0 on the diagonal). ValueError off a mesh."""
+        if self.fabric != "mesh":
+            raise ValueError(f"{self.name} is not a mesh: its GPUs meet in a {self.fabric}")
+        g = self.gpus_per_node
+        return (np.array(self.mesh_links, dtype=np.int64) if self.mesh_links is not None
+                else 1 - np.eye(g, dtype=np.int64))
+
+    @property
+    def ring_mesh(self):
+        """What :func:`~ringlab.topology.schedules.ring_orders` takes as ``mesh`` for this cluster: False (a switch
+        or PCIe), True (a full mesh) or the partial mesh's link counts."""
+        return False if self.fabric != "mesh" else (self.mesh_links if self.mesh_links is not None else True)
 
     def with_nodes(self, nodes: int) -> Cluster:
         """The same cluster with another node count."""
@@ -236,9 +281,11 @@ class Cluster:
         if self.fabric == "nvswitch":
             for d in ("tx", "rx"):
                 parts.append(("nvlink", d, node, gpu, self.gpu_bandwidth))
-        elif self.fabric == "mesh":
-            parts.append(("xgmi", "tx", np.repeat(np.arange(k), g * g), np.tile(np.arange(g * g), k),
-                          self.gpu_bandwidth))
+        elif self.fabric == "mesh":  # a pair's links bonded as one; pairs without a link keep an entry no route uses
+            bonded = (self.gpu_bandwidth if self.mesh_links is None
+                      else np.tile(np.maximum(self.link_counts, 1).ravel(), k) * self.gpu_bandwidth)
+            parts.append((self.mesh_class, "tx", np.repeat(np.arange(k), g * g), np.tile(np.arange(g * g), k),
+                          bonded))
         pcie_bw = self.gpu_bandwidth if self.fabric == "pcie" else self.pcie_bandwidth
         for d in ("tx", "rx"):
             parts.append(("pcie", d, node, gpu, pcie_bw))
@@ -251,22 +298,22 @@ class Cluster:
             cols["direction"].append(np.full(len(nd), d))
             cols["node"].append(nd)
             cols["index"].append(ix)
-            cols["bandwidth"].append(np.full(len(nd), float(bw)))
+            cols["bandwidth"].append(np.broadcast_to(np.asarray(bw, dtype=float), (len(nd),)))
         arrays = {name: np.concatenate(v) for name, v in cols.items()}
-        table = LinkTable(gpus_per_node=g, **arrays)
+        table = LinkTable(gpus_per_node=g, pair_class=self.mesh_class if self.fabric == "mesh" else None, **arrays)
         assert len(table) == self._layout["end"]
         return table
 
     def link_id(self, cls: str, direction: str, node, index) -> np.ndarray:
         """Link ids (int64) of class ``cls`` and ``direction`` at ``node``: ``index`` is the GPU (nvlink,
-        pcie), the NIC port (nic) or ``src_gpu * G + dst_gpu`` (xgmi, direction "tx"). ValueError for a
-        class this cluster lacks."""
+        pcie), the NIC port (nic) or ``src_gpu * G + dst_gpu`` (a mesh's pair links, class ``mesh_class``,
+        direction "tx"). ValueError for a class this cluster lacks."""
         k, g, lay = self.nodes, self.gpus_per_node, self._layout
         node, index = np.asarray(node, dtype=np.int64), np.asarray(index, dtype=np.int64)
         rx = direction == "rx"
         if cls == "nvlink" and self.fabric == "nvswitch":
             return lay["intra"] + rx * k * g + node * g + index
-        if cls == "xgmi" and self.fabric == "mesh" and not rx:
+        if cls == self.mesh_class and self.fabric == "mesh" and not rx:
             return lay["intra"] + node * g * g + index
         if cls == "pcie":
             return lay["pcie"] + rx * k * g + node * g + index
@@ -278,6 +325,7 @@ class Cluster:
     def route(self, src, dst) -> tuple[np.ndarray, np.ndarray]:
         """The links each transfer ``src[i] -> dst[i]`` crosses.
 
+        The one home of the path model (module docstring); link ids come from :meth:`link_id`.
         Returns ``(hops, switch_at)``: ``hops`` int64 ``(k, MAX_HOPS)`` link ids padded with -1, in path
         order; ``switch_at`` int64 ``(k,)``, the number of hops before the switch that could reduce or
         multicast (NVSwitch for intra-node nvswitch routes, the network for inter-node ones; -1 where
@@ -287,35 +335,45 @@ class Cluster:
         if (src == dst).any():
             raise ValueError("a transfer from a rank to itself crosses no link")
         (sn, sg), (dn, dg) = self.locate(src), self.locate(dst)
-        k, g, lay = self.nodes, self.gpus_per_node, self._layout
         hops = np.full((len(src), MAX_HOPS), -1, dtype=np.int64)
         switch_at = np.full(len(src), -1, dtype=np.int64)
-        same = sn == dn
-        s_gpu, d_gpu = sn * g + sg, dn * g + dg
-        pcie_tx, pcie_rx = lay["pcie"] + s_gpu, lay["pcie"] + k * g + d_gpu
+        i = sn == dn  # inside a node: the fabric's own links
         if self.fabric == "nvswitch":
-            hops[same, 0], hops[same, 1] = lay["intra"] + s_gpu[same], lay["intra"] + k * g + d_gpu[same]
-            switch_at[same] = 1
-        elif self.fabric == "mesh":
-            hops[same, 0] = lay["intra"] + sn[same] * g * g + sg[same] * g + dg[same]
+            hops[i, 0], hops[i, 1] = self.link_id("nvlink", "tx", sn[i], sg[i]), self.link_id("nvlink", "rx", dn[i], dg[i])
+            switch_at[i] = 1
         else:
-            hops[same, 0], hops[same, 1] = pcie_tx[same], pcie_rx[same]
-        cross = ~same
-        if cross.any():
-            ports = self.ports_per_node
-            nic_tx = lay["nic"] + sn[cross] * ports + self.port_of_gpu(sg[cross])
-            nic_rx = lay["nic"] + k * ports + dn[cross] * ports + self.port_of_gpu(dg[cross])
-            hops[cross] = np.stack([pcie_tx[cross], nic_tx, nic_rx, pcie_rx[cross]], 1)
-            switch_at[cross] = 2
+            if self.fabric == "mesh":  # pairs with a link use it; the others go over PCIe as on a PCIe node
+                linked = i.copy()
+                if self.mesh_links is not None:
+                    linked[i] = self.link_counts[sg[i], dg[i]] > 0
+                hops[linked, 0] = self.link_id(self.mesh_class, "tx", sn[linked],
+                                               sg[linked] * self.gpus_per_node + dg[linked])
+                i = i & ~linked
+            hops[i, 0], hops[i, 1] = self.link_id("pcie", "tx", sn[i], sg[i]), self.link_id("pcie", "rx", dn[i], dg[i])
+        i = sn != dn
+        # between nodes: PCIe up, the GPU's NIC port out, the receiver's port in, PCIe down
+        if i.any():
+            hops[i] = np.stack([self.link_id("pcie", "tx", sn[i], sg[i]),
+                                self.link_id("nic", "tx", sn[i], self.port_of_gpu(sg[i])),
+                                self.link_id("nic", "rx", dn[i], self.port_of_gpu(dg[i])),
+                                self.link_id("pcie", "rx", dn[i], dg[i])], 1)
+            switch_at[i] = 2
         return hops, switch_at
 
     def describe(self) -> str:
         """One paragraph: shape, bandwidths (NICs in Gb/s and GB/s), options, source."""
         g = self.gpus_per_node
-        intra = {"nvswitch": f"NVSwitch, {self.gpu_bandwidth / 1e9:g} GB/s per GPU per direction",
-                 "mesh": f"full mesh, {self.gpu_bandwidth / 1e9:g} GB/s per link per direction "
-                         f"({(g - 1) * self.gpu_bandwidth / 1e9:g} GB/s per GPU)",
-                 "pcie": f"PCIe, {self.gpu_bandwidth / 1e9:g} GB/s per GPU per direction"}[self.fabric]
+        if self.fabric == "mesh":
+            per_gpu = g - 1 if self.mesh_links is None else int(self.link_counts[0].sum())
+            kind = ("full mesh" if self.mesh_links is None
+                    else f"{ {'nvlink': 'NVLink', 'xgmi': 'xGMI'}[self.mesh_class]} mesh of {per_gpu} links per GPU")
+            intra = (f"{kind}, {self.gpu_bandwidth / 1e9:g} GB/s per link per direction "
+                     f"({per_gpu * self.gpu_bandwidth / 1e9:g} GB/s per GPU)"
+                     + ("; pairs without a link over PCIe" if self.mesh_links is not None
+                        and (self.link_counts + np.eye(g, dtype=np.int64) == 0).any() else ""))
+        else:
+            intra = {"nvswitch": f"NVSwitch, {self.gpu_bandwidth / 1e9:g} GB/s per GPU per direction",
+                     "pcie": f"PCIe, {self.gpu_bandwidth / 1e9:g} GB/s per GPU per direction"}[self.fabric]
         net = (f"{self.nics_per_node} x {self.nic_gbps:g} Gb/s NICs = {self.nics_per_node} x "
                f"{self.nic_bandwidth / 1e9:g} GB/s = {self.node_network_bandwidth / 1e9:g} GB/s per node per direction"
                if self.nics_per_node else "no NICs")

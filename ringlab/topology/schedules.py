@@ -17,16 +17,18 @@ Aggregation Protocol (SHArP)", COMHPC 2016, for in-network reduction):
 
 ``ring_channels``  C rings at once (NCCL's channels), the message cut into C parts. Channel c visits
                    every node in turn; inside a node it starts at GPU ``e_c + d_c`` and ends at GPU
-                   ``e_c = c % G`` (stride ``d_c`` = 1 on a switch, a stride coprime with G on a mesh so
-                   channels use different xGMI links), so each channel leaves every node through a
-                   different GPU's NIC: C = G channels spread the node's crossings over all rails.
+                   ``e_c = c % G``: on a switch the GPUs in order after it, on a mesh the next GPUs of
+                   ring ``(c + c // lcm(R, G)) % R`` of :func:`mesh_rings` (R directed Hamiltonian cycles that
+                   use every link once: all links of every GPU), so each channel leaves every node
+                   through a different GPU's NIC: C = G channels spread the node's crossings over all rails.
 ``hierarchical``   ring reduce-scatter inside each node (GPU g ends with shard g), ring all-reduce of
                    shard g across nodes on rail g, ring all-gather inside each node.
 ``tree_chains``    2C trees (NCCL's double binary tree over nodes, both shapes, per channel); inside a
                    node a chain from the tree's head GPU ``(c + t) % G`` through the others; pipelined.
 ``nvls``           (one NVLink domain) NVLink SHARP: each GPU sends slice q of every piece to GPU q and
                    the switch reduces them on the way; GPU q multicasts the reduced slice back. Per GPU
-                   about M each way instead of the ring's 2(N-1)/N M. Pipelined in pieces.
+                   M (1 + 1/N) each way (the switch reads and writes back each GPU's own slice too,
+                   :mod:`ringlab.topology.traffic`) instead of the ring's 2(N-1)/N M. Pipelined in pieces.
 ``nvls_tree``      NVLS reduce-scatter in each node, double binary tree across nodes on every rail for
                    each slice (NCCL's NVLS_TREE), NVLS multicast all-gather; pipelined in pieces.
 ``sharp``          hierarchical, with the cross-node all-reduce of each shard done in the network
@@ -36,6 +38,7 @@ Aggregation Protocol (SHArP)", COMHPC 2016, for in-network reduction):
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import gcd
 
 import numpy as np
@@ -89,23 +92,123 @@ def _steps(rows_per_step) -> tuple[list[Step], list[np.ndarray]]:
 
 # --- NCCL-style rings over channels ----------------------------------------------------------
 
-def mesh_strides(gpus_per_node: int) -> list[int]:
-    """Strides d with gcd(d, G) = 1: each gives a ring over G GPUs on its own links (a -> a + d)."""
+def _walecki(g: int) -> list[list[int]]:
+    """Odd G: Walecki's (G - 1) / 2 undirected Hamiltonian cycles of K_G, each taken both ways: G - 1 directed
+    cycles using every arc once (Lucas, "Recreations mathematiques" II, 1892; Alspach, "The wonderful Walecki
+    construction", Bull. ICA 52, 2008). Vertex G - 1 is the hub, 0 .. G - 2 sit on a circle."""
+    m = (g - 1) // 2
+    out = []
+    for i in range(m):
+        zigzag = [i] + [(i + (s + 1) // 2 * (1 if s % 2 else -1)) % (2 * m) for s in range(1, 2 * m)]
+        cycle = [g - 1] + zigzag
+        out += [cycle, [cycle[0]] + cycle[:0:-1]]
+    return out
+
+
+def _search(g: int, budget: int = 200_000, links: np.ndarray | None = None,
+            wanted: int | None = None) -> list[list[int]] | None:
+    """Directed Hamiltonian cycles that use every arc once, found depth first. Without ``links``, the G - 1 of the
+    complete digraph (even G: they exist for every even G but 4 and 6: Tillson, "A Hamiltonian decomposition of
+    K*_2m, 2m >= 8", J. Comb. Theory B 29, 1980). With ``links`` (G x G link counts, symmetric), a link a - b
+    gives one arc each way, so a pair of c links is used by c cycles each way: one cycle per link of a GPU
+    (``wanted`` cycles if given). None when none is found within ``budget`` extensions (G = 4, 6, a large G, or a graph without one)."""
+    left = (1 - np.eye(g, dtype=np.int64)) if links is None else np.array(links, dtype=np.int64)
+    wanted = int(left[0].sum()) if wanted is None else wanted
+    cycles: list[list[int]] = []
+    calls = 0
+
+    def extend(path: list[int]) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls > budget:
+            raise TimeoutError
+        a = path[-1]
+        if len(path) == g:
+            if not left[a, 0]:
+                return False
+            left[a, 0] -= 1
+            cycles.append(list(path))
+            if len(cycles) == wanted or extend([0]):
+                return True
+            cycles.pop()
+            left[a, 0] += 1
+            return False
+        for b in range(g):
+            if left[a, b] and b not in path:
+                left[a, b] -= 1
+                if extend(path + [b]):
+                    return True
+                left[a, b] += 1
+        return False
+
+    try:
+        return cycles if extend([0]) else None
+    except TimeoutError:
+        return None
+
+
+MESH_SEARCH_MAX = 16  # even meshes up to this size are decomposed by search (G = 8: 151 extensions)
+
+
+@lru_cache(maxsize=64)
+def mesh_rings(gpus_per_node: int, links: tuple[tuple[int, ...], ...] | None = None) -> tuple[tuple[int, ...], ...]:
+    """Directed rings over the G GPUs of a full mesh, each a tuple of the GPUs in ring order, that together
+    use every link a -> b at most once: an arc-disjoint decomposition of the complete digraph into G - 1
+    Hamiltonian cycles wherever one exists (odd G: Walecki; even G up to :data:`MESH_SEARCH_MAX` but 4 and 6:
+    search), so R rings at once load all G - 1 links of every GPU equally. Otherwise the rings ``a -> a + d``
+    for the strides d coprime with G (phi(G) of them: G = 4 and 6 use 2 of their 3 and 5 links).
+
+    ``links``: a partial mesh's G x G link counts (a DGX-1's NVLink cube-mesh): rings only over pairs with a
+    link, as NCCL builds its rings over NVLink only (``src/graph/search.cc``): one ring per link of a GPU, each
+    link used once each way (search), where such a set exists (every GPU with as many links). Otherwise (a part
+    of such a node) as many arc-disjoint Hamiltonian cycles over linked pairs as the search finds, up to the
+    fewest links of a GPU; with none, the GPUs in order and back: then the hops without a link cross PCIe
+    (:meth:`~ringlab.topology.cluster.Cluster.route`), as NCCL falls back to a PCIe path. Raises ValueError for links that are not G x G, or a mesh above
+    :data:`MESH_SEARCH_MAX` GPUs."""
     g = check_world_size(gpus_per_node)
-    return [d for d in range(1, g) if gcd(d, g) == 1] or [1]
+    if links is not None:
+        m = np.asarray(links, dtype=np.int64)
+        if m.shape != (g, g) or g > MESH_SEARCH_MAX:
+            raise ValueError(f"links must be {g} x {g}, of a mesh of at most {MESH_SEARCH_MAX} GPUs")
+        if g <= 2:
+            return (tuple(range(g)),)
+        rings = None
+        for wanted in range(int(m.sum(axis=1).min()), 0, -1):  # as many rings as the GPU with fewest links allows
+            rings = _search(g, links=m, wanted=wanted, budget=20_000)
+            if rings:
+                break
+        if not rings:
+            rings = [list(range(g)), [0] + list(range(g - 1, 0, -1))]
+        return tuple(tuple(int(v) for v in r) for r in rings)
+    if g <= 2:
+        return (tuple(range(g)),)  # one GPU: no link; two: the ring 0 -> 1 -> 0 uses both links
+    rings = _walecki(g) if g % 2 else (_search(g) if g <= MESH_SEARCH_MAX else None)
+    if rings is None:
+        rings = [[(d * j) % g for j in range(g)] for d in range(1, g) if gcd(d, g) == 1]
+    return tuple(tuple(int(v) for v in r) for r in rings)
 
 
-def ring_orders(nodes: int, gpus_per_node: int, channels: int, mesh: bool = False) -> np.ndarray:
+def ring_orders(nodes: int, gpus_per_node: int, channels: int, mesh=False) -> np.ndarray:
     """The rank order of every channel's ring, int64 ``(channels, N)``: position p holds rank ``orders[c, p]``.
 
-    Channel c exits each node at GPU ``e_c = c % G`` and enters the next node at GPU ``e_c + d_c``;
-    ``d_c`` is 1, or on a mesh the ``c``-th stride of :func:`mesh_strides` (cyclically).
+    Channel c exits each node at GPU ``e_c = c % G``; inside a node it visits the GPUs after ``e_c`` in order
+    (switch, ``mesh=False``), or along ring ``(c + c // L) % R`` of the R :func:`mesh_rings` (``mesh=True``: a
+    full mesh; or a partial mesh's G x G link counts, :attr:`ringlab.topology.cluster.Cluster.ring_mesh`), ending
+    at ``e_c``; ``L = lcm(R, G)``, so channels 0 .. R G - 1 take every (ring, exit GPU) pair once.
     """
     k, g, ch = _check_shape(nodes, gpus_per_node, channels)
-    strides = mesh_strides(g) if mesh else [1]
     c = np.arange(ch)[:, None]
-    e, d = c % g, np.asarray(strides)[c % len(strides)]
-    local = (e + d * (np.arange(g)[None, :] + 1)) % g  # (C, G): ends at e_c
+    e = c % g
+    full = isinstance(mesh, (bool, np.bool_))
+    if not full or mesh:
+        rings = np.asarray(mesh_rings(g, None if full else mesh), dtype=np.int64)  # (R, G)
+        r = len(rings)
+        period = r * g // gcd(r, g)  # channels c, c + period share (ring, exit GPU) unless the ring shifts by one
+        ring = rings[(np.arange(ch) + np.arange(ch) // period) % r]  # (C, G)
+        at = np.argmax(ring == e, axis=1)[:, None]  # where e_c sits in its ring
+        local = np.take_along_axis(ring, (at + 1 + np.arange(g)[None, :]) % g, axis=1)  # (C, G): ends at e_c
+    else:
+        local = (e + np.arange(g)[None, :] + 1) % g
     return (np.arange(k)[None, :, None] * g + local[:, None, :]).reshape(ch, k * g)
 
 
@@ -127,7 +230,7 @@ def _ring_rows(orders: np.ndarray, phase: str):
 
 
 def ring_channels_schedule(collective: str, nodes: int, gpus_per_node: int, channels: int,
-                           mesh: bool = False) -> ClusterSchedule:
+                           mesh=False) -> ClusterSchedule:
     """Multi-channel ring ``all_reduce | reduce_scatter | all_gather`` (module docstring).
 
     ``num_chunks = N * C``; rank r owns chunks ``r * C .. r * C + C - 1`` (its 1/N of the message, one

@@ -23,14 +23,16 @@ throughput limits, and overlap with compute.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
-from ringlab.collectives.cost import bus_factor
+from ringlab.collectives.cost import Link, bus_factor
 
+from .algorithms import build_on_cluster
 from .cluster import Cluster
+from .presets import custom_cluster
 from .traffic import LinkLoads, class_bytes, link_loads
 
 PROTOCOLS: dict[str, tuple[float, str]] = {
@@ -145,16 +147,20 @@ def linear_time(schedule, cluster: Cluster, protocol: str | None = None) -> tupl
 def group_cluster(cluster: Cluster, group_size: int) -> Cluster:
     """The part of ``cluster`` a group of ``group_size`` consecutive ranks occupies (block placement): the
     first GPUs of one node when it fits in a node, else whole nodes. Raises ValueError when the group
-    is larger than the cluster or spans part of a node."""
-    from dataclasses import replace
+    is larger than the cluster or spans part of a node.
 
-    g = cluster.gpus_per_node
+    A part of a node keeps the NICs its GPUs are wired to (:meth:`Cluster.port_of_gpu`): with fewer NICs than
+    GPUs, GPU i uses NIC ``i x nics // G``, so n GPUs reach ``ceil(n x nics / G)`` of them (3 GPUs of a 4-NIC,
+    8-GPU node share 2 NICs, not 3); with more, each GPU keeps its ``nics / G`` striped NICs; on a partial mesh
+    the GPUs keep the links among them. The one home of
+    this rule: ``ringlab.calc.training.step.resolve_cluster`` asks here."""
+    g, nics = cluster.gpus_per_node, cluster.nics_per_node
     if not 1 <= group_size <= cluster.world_size:
         raise ValueError(f"group of {group_size} ranks does not fit {cluster.world_size} GPUs of {cluster.name}")
     if group_size <= g:
-        return replace(cluster, nodes=1, gpus_per_node=group_size,
-                       nics_per_node=min(cluster.nics_per_node, group_size) if cluster.nics_per_node <= g
-                       else group_size * (cluster.nics_per_node // g))
+        wired = -(-group_size * nics // g) if nics <= g else group_size * (nics // g)
+        links = cluster.mesh_links and tuple(row[:group_size] for row in cluster.mesh_links[:group_size])
+        return replace(cluster, nodes=1, gpus_per_node=group_size, nics_per_node=wired, mesh_links=links)
     if group_size % g:
         raise ValueError(f"a group of {group_size} ranks spans part of a {g}-GPU node; use a multiple of {g}")
     return replace(cluster, nodes=group_size // g)
@@ -163,12 +169,17 @@ def group_cluster(cluster: Cluster, group_size: int) -> Cluster:
 def rail_cluster(cluster: Cluster) -> Cluster:
     """One GPU per node on one rail: what each of a node's G concurrent cross-node groups (one per GPU, as
     HYBRID_SHARD's replicas) sees. Its NIC is the GPU's share of the node's NICs."""
-    from .presets import custom_cluster
-
     share_gbps = cluster.node_network_bandwidth / cluster.gpus_per_node * 8 / 1e9
     return custom_cluster(cluster.nodes, 1, cluster.gpu_bandwidth, nics_per_node=1 if cluster.nodes > 1 else 0,
                           nic_gbps=share_gbps, gpu_latency=cluster.gpu_latency, nic_latency=cluster.nic_latency,
                           pcie_bandwidth=cluster.pcie_bandwidth, name=f"{cluster.name} rail")
+
+
+RING_NODES = 4
+"""Above this many nodes :func:`ring_link` routes the ring over this many: its nodes are identical and the
+fabric between them non-blocking, so every step from two nodes on loads the busiest link alike and the
+per-step latency and bandwidth do not change with the node count (tests/topology/test_ring_link_nodes.py
+compares them with the full route)."""
 
 
 @lru_cache(maxsize=64)
@@ -177,14 +188,13 @@ def ring_link(cluster: Cluster, collective: str, protocol: str | None = None):
     :class:`ringlab.collectives.cost.Link` for alpha-beta formulas: ``t = steps x alpha + f (N-1)/N M / bandwidth``
     (f = 2 for all_reduce, 1 for reduce_scatter / all_gather) equals the step model for M divisible by the
     chunk count. For one rank nothing moves: ``alpha`` 0 and the GPU's own link rate. Cached per
-    (cluster, collective, protocol): routing a ring over a thousand ranks takes about a second."""
-    from ringlab.collectives.cost import Link
-
-    from .algorithms import build_on_cluster
-
+    (cluster, collective, protocol): routing a ring over a thousand ranks takes about a second, so clusters
+    above :data:`RING_NODES` nodes are routed at that size."""
     n = cluster.world_size
     if n == 1:
         return Link(f"{cluster.name} (one rank)", 0.0, cluster.gpu_bandwidth)
+    if cluster.nodes > RING_NODES:  # the same steps as on RING_NODES nodes: route those (seconds saved per call)
+        return ring_link(cluster.with_nodes(RING_NODES), collective, protocol)
     sched = build_on_cluster(collective, "ring_channels", cluster)
     a, b, _ = linear_time(sched, cluster, protocol)
     return Link(f"{cluster.name}: {collective} ring_channels", a / sched.num_steps,

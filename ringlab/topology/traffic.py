@@ -7,10 +7,14 @@ together carry exactly the bytes the ranks sent; ``nic`` tx carries exactly the 
 their node, and ``nic`` rx the same bytes arriving. The one exception is a switch that merges
 (:mod:`ringlab.topology.schedules`): for rows marked ``REDUCE_AT_SWITCH`` the hops after the switch
 carry one copy per (receiver, chunk) of the step; for ``MULTICAST_AT_SWITCH`` the hops before it
-carry one copy per (sender, chunk).
+carry one copy per (sender, chunk). An NVSwitch merge (NVLS) also moves the owner's own copy: the
+switch's reduction reads it from the owner (``multimem.ld_reduce`` reads every GPU of the group,
+its issuer included) and its multicast writes back to the sender too (``multimem.st``), so the
+owner's NVLink port carries one more copy up and the sender's one more down. Per GPU that is
+``M (1 + 1/G)`` each way, as NCCL's maintainers count it (NVIDIA/nccl#828, #1506), not ``M``.
 
 :func:`link_loads` counts from a schedule without data (vectorised per step); :class:`LinkCounter`
-is the router the simulator calls with what it actually moved (``ringlab.sim.cluster``). Both use
+is the router the simulator calls with what it actually moved (``ringlab.sim.on_cluster``). Both use
 :func:`route_bytes`.
 """
 
@@ -47,9 +51,11 @@ def route_sparse(cluster: Cluster, src, dst, nbytes, chunk=None, merge=None) -> 
     nbytes = np.asarray(nbytes, dtype=np.int64)
     hops, switch_at = cluster.route(src, dst)
     weight = np.broadcast_to(nbytes[:, None], hops.shape).copy()
+    own_ids, own_bytes = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if merge is not None and (np.asarray(merge) != NO_MERGE).any():
         merge, chunk = np.asarray(merge), np.asarray(chunk, dtype=np.int64)
         position = np.arange(hops.shape[1])[None, :]
+        own = []
         for kind, side, after in ((REDUCE_AT_SWITCH, dst, True), (MULTICAST_AT_SWITCH, src, False)):
             rows = np.flatnonzero((merge == kind) & (switch_at >= 0))
             if not rows.size:
@@ -61,9 +67,18 @@ def route_sparse(cluster: Cluster, src, dst, nbytes, chunk=None, merge=None) -> 
             sel = rows[repeat]
             past = position >= switch_at[sel, None] if after else position < switch_at[sel, None]
             weight[sel] = np.where(past, 0, weight[sel])
+            head = rows[first][switch_at[rows[first]] == 1]  # groups merged in the NVSwitch (NVLS)
+            if head.size:  # multimem reads the owner's own copy too, and multicasts back to the sender too
+                g = cluster.gpus_per_node
+                cls_dir = "tx" if kind == REDUCE_AT_SWITCH else "rx"
+                own.append((cluster.link_id("nvlink", cls_dir, side[head] // g, side[head] % g), nbytes[head]))
+        if own:
+            own_ids = np.concatenate([i for i, _ in own])
+            own_bytes = np.concatenate([b for _, b in own])
     valid = hops >= 0
-    ids, where = np.unique(hops[valid], return_inverse=True)
-    per_link = np.bincount(where.ravel(), weight[valid].astype(np.float64), minlength=len(ids))
+    ids, where = np.unique(np.concatenate([hops[valid], own_ids]), return_inverse=True)
+    per_link = np.bincount(where.ravel(), np.concatenate([weight[valid], own_bytes]).astype(np.float64),
+                           minlength=len(ids))
     g = cluster.gpus_per_node
     latency = np.where(src // g == dst // g, cluster.gpu_latency, cluster.nic_latency)
     return ids, np.rint(per_link).astype(np.int64), latency

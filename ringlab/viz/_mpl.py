@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 
 def pyplot():
     """Return ``matplotlib.pyplot``; ImportError naming the extra when matplotlib is missing."""
@@ -43,8 +45,6 @@ class Canvas:
         FigureCanvasAgg(self.fig)
 
     def png(self) -> bytes:
-        import io
-
         buf = io.BytesIO()
         self.fig.savefig(buf, format="png", dpi=EXPLORER_DPI)
         return buf.getvalue()
@@ -52,8 +52,6 @@ class Canvas:
 
 def png_bytes(fig, dpi: int = EXPLORER_DPI) -> bytes:
     """Render ``fig`` to PNG bytes and close it (for ``ipywidgets.Image``, which emits no cell output)."""
-    import io
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     pyplot().close(fig)

@@ -14,7 +14,7 @@ import html
 import numpy as np
 
 from ringlab.calc import GB, MODELS, GiB, ModelConfig, format_bytes, get_model, grad_comm_bytes
-from ringlab.calc.units import positive_int
+from ringlab.validation import positive_int
 from ringlab.topology import PRESETS, get_cluster
 from ringlab.topology.timing import group_cluster
 

@@ -10,6 +10,10 @@ import numpy as np
 
 from ringlab.labs.gpumon import Row, read_log
 
+from ._controls import dropdown
+from ._controls import image as explorer_image
+from ._mpl import show, widgets
+
 
 def _series(rows: list[Row]):
     """Align the log on its ticks: every GPU gets one value per tick, NaN where it has no reading.
@@ -163,10 +167,6 @@ def gpumon_explorer(path_or_rows: str | os.PathLike | Iterable[Row]):
     Returns an ``ipywidgets.VBox`` (two dropdowns, an HTML line, an ``Image`` with the PNG). The
     callback only sets widget values (no printing: under nbval output from a callback breaks the cell).
     """
-    from ._controls import dropdown
-    from ._controls import image as explorer_image
-    from ._mpl import show, widgets
-
     w = widgets()
     rows = read_log(path_or_rows) if isinstance(path_or_rows, (str, os.PathLike)) else list(path_or_rows)
     gpu = dropdown("GPU", ["all", *gpumon_labels(rows)], "all")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ringlab.calc.training.step import PRESET_HARDWARE, resolve_cluster
 from ringlab.calc.training.timeline import bucket_step, ddp_buckets, ddp_step, fsdp_step, model_layer_costs
+from ringlab.topology import PRESETS
 
 from ._controls import STYLE, dropdown, selection_slider
 from ._controls import image as explorer_image
@@ -138,9 +140,6 @@ WORLD_SIZES = (2, 8, 64, 512)  # inside one node, one node, 8 and 64 nodes of 8 
 def _topologies() -> tuple[str, ...]:
     """The ``ringlab.topology`` presets with a known GPU whose nodes every size of WORLD_SIZES fits in or fills
     (GB200 NVL72's 72-GPU rack takes 64 but not 512)."""
-    from ringlab.calc.training.step import PRESET_HARDWARE
-    from ringlab.topology import PRESETS
-
     return tuple(name for name, c in PRESETS.items() if name in PRESET_HARDWARE
                  and all(n <= c.gpus_per_node or n % c.gpus_per_node == 0 for n in WORLD_SIZES))
 
@@ -176,8 +175,6 @@ def timeline_explorer(model: str = "llama-3-8b", seq_len: int = 4096, micro_batc
     redrawn in place); callbacks set widget values only and never print. ValueError names an argument outside
     the controls' choices.
     """
-    from ringlab.calc.training.step import PRESET_HARDWARE, resolve_cluster
-
     w = widgets()
     costs: dict[str, tuple] = {}
 

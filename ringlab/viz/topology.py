@@ -14,7 +14,15 @@ from functools import lru_cache
 import numpy as np
 
 from ringlab.collectives.cost import bus_factor
-from ringlab.topology import PRESETS, build_on_cluster, get_cluster, linear_time, link_loads
+from ringlab.topology import (
+    CLUSTER_ALGORITHMS,
+    PRESETS,
+    build_on_cluster,
+    cost_of,
+    get_cluster,
+    linear_time,
+    link_loads,
+)
 
 from ._controls import dropdown, int_slider
 from ._controls import image as explorer_image
@@ -48,20 +56,22 @@ def plot_cluster_load(cluster, schedule, message_bytes: int, ax=None, nodes_show
     if own:
         _, ax = plt.subplots(figsize=(9, 3))
     busy = link_busy(cluster, link_loads(schedule, cluster, int(message_bytes)).bytes)
-    rows = [k for k in busy if not k.startswith("xgmi")] + [k for k in busy if k.startswith("xgmi")]
+    pair = f"{cluster.links.pair_class} " if cluster.links.pair_class else None  # a mesh's G x G pair links
+    is_pair = (lambda k: pair is not None and k.startswith(pair))
+    rows = [k for k in busy if not is_pair(k)] + [k for k in busy if is_pair(k)]
     shown = min(cluster.nodes, nodes_shown)
-    width = max(v.shape[1] for k, v in busy.items() if not k.startswith("xgmi")) if any(
-        not k.startswith("xgmi") for k in busy) else cluster.gpus_per_node
+    width = max(v.shape[1] for k, v in busy.items() if not is_pair(k)) if any(
+        not is_pair(k) for k in busy) else cluster.gpus_per_node
     grid = np.full((len(rows), shown * (width + 1) - 1), np.nan)
     for i, k in enumerate(rows):
         v = busy[k]
-        if k.startswith("xgmi"):  # G x G links per node: show each GPU's busiest outgoing link
+        if is_pair(k):  # G x G links per node: show each GPU's busiest outgoing link
             g = cluster.gpus_per_node
             v = v.reshape(cluster.nodes, g, g).max(axis=2)
         for n in range(shown):
             grid[i, n * (width + 1): n * (width + 1) + v.shape[1]] = v[n]
     im = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=1)
-    ax.set_yticks(range(len(rows)), [r.replace("xgmi tx", "xgmi (busiest out)") for r in rows], fontsize=8)
+    ax.set_yticks(range(len(rows)), [f"{pair}(busiest out)" if is_pair(r) else r for r in rows], fontsize=8)
     ax.set_xticks([n * (width + 1) + (width - 1) / 2 for n in range(shown)], [f"node {n}" for n in range(shown)],
                   fontsize=8)
     ax.set_title(f"{schedule.algorithm} on {cluster.nodes} x {cluster.name}: link busy time / bottleneck's",
@@ -88,8 +98,6 @@ def busbw_curve(topology: str, nodes: int, collective: str, algorithm: str,
 
 def available(topology: str, nodes: int, collective: str = "all_reduce") -> list[str]:
     """The NCCL-like algorithms the preset can run at this node count."""
-    from ringlab.topology import CLUSTER_ALGORITHMS
-
     c = get_cluster(topology, nodes)
     return [a for a in NCCL_ALGORITHMS if (collective, a) in CLUSTER_ALGORITHMS
             and CLUSTER_ALGORITHMS[(collective, a)].unavailable(c) is None]
@@ -130,8 +138,6 @@ def plot_busbw_vs_size(topology: str = "dgx-h100", node_counts=(1, 2, 8, 64), co
 def describe_run(cluster, schedule, message_bytes: int, cost=None) -> str:
     """HTML caption: time, busbw, ceiling, bottleneck, bytes per link class, share leaving the node.
     ``cost``: the run's :func:`ringlab.topology.cost_of`, when the caller has it already."""
-    from ringlab.topology import cost_of
-
     c = cost or cost_of(schedule, cluster, int(message_bytes))
     per = ", ".join(f"{k} busiest {v['max'] / 1e9:.3f} GB" for k, v in c.bytes_per_class.items())
     return (f"<b>{html.escape(schedule.algorithm)}</b> on {html.escape(cluster.describe().split('. Source')[0])}<br>"
@@ -156,8 +162,6 @@ def fabric_explorer(topology: str = "dgx-h100", nodes: int = 2, algorithm: str =
     """
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
-
-    from ringlab.topology import cost_of
 
     w = widgets()
     topo_dd = dropdown("cluster", [n for n, c in PRESETS.items() if c.gpus_per_node <= 8], topology, "topology")

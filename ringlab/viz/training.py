@@ -27,7 +27,7 @@ def memory_parts(plan: TrainPlan) -> dict[str, list[int]]:
     """Bytes per GPU of every pipeline stage, by part (:data:`PARTS`), each a list over stages."""
     rows = {part: [] for part in PARTS}
     for m in plan.memory:
-        for part, value in zip(PARTS, (m.states.params, m.states.grads, m.states.optimizer, m.activations.total,
+        for part, value in zip(PARTS, (m.states.params, m.states.grads, m.states.optimizer_states, m.activations.total,
                                        m.temporary)):
             rows[part].append(value)
     return rows
@@ -78,7 +78,7 @@ def describe_plan(plan: TrainPlan) -> str:
     traffic = ", ".join(f"{d.upper()} {v / 1e9:,.2f} GB" for d, v in plan.traffic_by_dimension().items() if v)
     lines = [f"<b>{html.escape(plan.layout.describe())}</b>, {plan.batch.num_microbatches} micro-batches per replica",
              f"stage {plan.busiest}: {m.total / 1e9:,.2f} GB per GPU (params {m.states.params / 1e9:,.2f}, "
-             f"grads {m.states.grads / 1e9:,.2f}, optimizer {m.states.optimizer / 1e9:,.2f}, activations "
+             f"grads {m.states.grads / 1e9:,.2f}, optimizer {m.states.optimizer_states / 1e9:,.2f}, activations "
              f"{m.activations.total / 1e9:,.2f} with {m.activations.in_flight} in flight)",
              f"sent per step: {traffic or 'nothing (one GPU)'}"]
     if plan.time is not None:

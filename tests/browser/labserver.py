@@ -42,13 +42,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# What a learner's session changes in the served copy, restored by LabServer.reset_learner_state.
+LEARNER_FOLDERS = ("notebooks", "exercises", "solutions")
+
+
+def _copy_folder(name: str, repo: Path) -> None:
+    shutil.copytree(ROOT / name, repo / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+
+
 def prepare_tree(base: Path) -> dict[str, str]:
     """Copy notebooks/, exercises/, solutions/ and tests/fixtures/nccl/ to ``base/repo``, write the lab settings
     beside it; return the server's env (Jupyter's folders and the practice record under ``base``, never the user's)."""
     repo = base / "repo"
-    shutil.copytree(ROOT / "notebooks", repo / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    shutil.copytree(ROOT / "exercises", repo / "exercises", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "solutions", repo / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in LEARNER_FOLDERS:
+        _copy_folder(name, repo)
     # notebooks read stored real runs by a path relative to themselves (16_reading_nccl)
     shutil.copytree(ROOT / "tests" / "fixtures" / "nccl", repo / "tests" / "fixtures" / "nccl")
     for name, values in LAB_SETTINGS.items():
@@ -80,6 +87,29 @@ class LabServer:
     runtime: Path
     process: subprocess.Popen
     log: Path
+
+    @property
+    def notebooks(self) -> Path:
+        """The copy's notebooks/ folder (whether the root or the notebooks are served)."""
+        return self.base / "repo" / "notebooks"
+
+    @property
+    def base(self) -> Path:
+        """The temporary folder holding the served copy (``repo/``) and Jupyter's and ringlab's state."""
+        return self.runtime.parent
+
+    def reset_learner_state(self) -> None:
+        """Make the copy as a fresh clone is for a learner: kernels shut down, notebooks/, exercises/ and
+        solutions/ copied again from the checkout, no practice record (``XDG_STATE_HOME``), no saved workspaces
+        (open tabs) and no checkpoints. The server keeps running."""
+        self.shutdown_kernels()
+        repo = self.base / "repo"
+        for name in LEARNER_FOLDERS:
+            shutil.rmtree(repo / name, ignore_errors=True)
+            _copy_folder(name, repo)
+        for state in ("state", "workspaces"):
+            shutil.rmtree(self.base / state, ignore_errors=True)
+            (self.base / state).mkdir()
 
     def api(self, path: str, method: str = "GET"):
         """Call the REST API (no token needed); returns the decoded JSON or None."""

@@ -1,7 +1,8 @@
 """Notebooks in a real JupyterLab, in headless Chromium: they run clean and their explorers respond.
 
-Every notebook whose committed outputs hold a widget is run with Run All; each enabled control of
-each explorer is moved and the figure or text must change. A test double with broken callbacks
+Every notebook whose committed outputs hold a widget is run with Run All in the session's shared server
+(conftest.py: a copy of the course served as ``make lab`` serves it, notebooks under ``notebooks/``); each
+enabled control of each explorer is moved and the figure or text must change. A test double with broken callbacks
 proves that the check fails when an explorer does not respond. Screenshots go to
 test-artifacts/browser/.
 """
@@ -28,7 +29,8 @@ def test_some_notebook_has_an_explorer():
 
 @pytest.mark.parametrize("path", WIDGET_NOTEBOOKS, ids=lambda p: p.stem)
 def test_explorers_respond_in_the_browser(path, page, lab, artifacts):
-    report = check_explorers(page, lab.url, lab.root, path.name, screenshot=artifacts / f"{path.stem}.png")
+    report = check_explorers(page, lab.url, lab.root, f"notebooks/{path.name}",
+                             screenshot=artifacts / f"{path.stem}.png")
     record_settle_times(report, artifacts / f"{path.stem}_settle.json")
     assert not report.failures, "\n".join(report.failures)
     assert report.moved
@@ -43,20 +45,21 @@ def record_settle_times(report, out) -> None:
         print(f"{out.stem}: {label} settled in {seconds:.2f} s")
 
 
-def test_start_page_links_every_topic(page, lab, artifacts):
+def test_start_page_links_every_topic(fresh_lab, page, artifacts):
     """00_start_here runs clean, links every topic notebook, and a link opens its notebook in Lab."""
-    run_clean(page, lab.url, lab.root, "00_start_here.ipynb")
-    topics = sorted(p.name for p in lab.root.glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("00_"))
-    # Lab rewrites a relative link in an output to /files/<name>?_xsrf=... and opens it in Lab on click.
+    lab = fresh_lab  # "not attempted" below: no earlier test's progress (set up before the page, reset after it)
+    run_clean(page, lab.url, lab.root, "notebooks/00_start_here.ipynb")
+    topics = sorted(p.name for p in lab.notebooks.glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("00_"))
+    # Lab rewrites a relative link in an output to /files/notebooks/<name>?_xsrf=... and opens it in Lab on click.
     links = page.locator(".jp-OutputArea-output a")
     hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
-    assert sorted(re.search(r"/files/([^?]+)", h).group(1) for h in hrefs) == topics
+    assert sorted(re.search(r"/files/notebooks/([^?/]+)", h).group(1) for h in hrefs) == topics
     assert "not attempted" in page.locator(".jp-OutputArea-output").first.inner_text()
     page.locator(".jp-MarkdownOutput h1").first.scroll_into_view_if_needed()  # the course map, not the last cell
     page.screenshot(path=str(artifacts / "00_start_here.png"))
-    first = re.search(r"/files/([^?]+)", hrefs[0]).group(1)
+    first = re.search(r"/files/notebooks/([^?/]+)", hrefs[0]).group(1)
     links.first.click()
-    page.wait_for_url(re.compile(f"/tree/{re.escape(first)}$"))
+    page.wait_for_url(re.compile(f"/tree/notebooks/{re.escape(first)}$"))
     page.locator(".jp-MarkdownOutput h1", has_text=get_topic(first[:2]).title).first.wait_for()
 
 
@@ -103,7 +106,7 @@ EXPLORERS = ['explorer("works", works)', 'explorer("raises", raises)', 'explorer
 
 
 def test_the_check_fails_on_broken_callbacks(page, lab):
-    name = "double_explorers.ipynb"
+    name = "notebooks/double_explorers.ipynb"
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells += [nbformat.v4.new_code_cell(src) for src in [_DOUBLE, *EXPLORERS]]

@@ -1,7 +1,8 @@
 """A learner's first hour, done in a real JupyterLab in headless Chromium, with the keyboard and the mouse.
 
-The server serves a temporary copy of the repository the way ``make lab`` serves the repository itself, so
-the learner's edits and practice record never touch the real tree (``labserver.prepare_tree``). The test:
+The session's shared server (conftest.py) serves a temporary copy of the repository the way ``make lab`` serves the
+repository itself, so the learner's edits and practice record never touch the real tree; ``fresh_lab`` resets that
+copy to a fresh clone's state before the journey and after it (``LabServer.reset_learner_state``). The test:
 
 1. opens the start page, runs it, and follows its link to topic 05;
 2. opens ``exercises/05_kv_cache.py`` from the file browser, types a correct ``kv_cache_bytes`` into the
@@ -23,11 +24,9 @@ import re
 import time
 from pathlib import Path
 
-import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from labpage import run_all
-from labserver import start_lab
 
 from ringlab.calc import MODELS
 from ringlab.course import get_topic
@@ -53,14 +52,6 @@ RIGHT = [
 WRONG_LINE = 'kv_heads = config["num_attention_heads"]'
 
 STATUS = re.compile(r"\b(\d\d[a-z])\s+(?:[a-z0-9_]+\s+)?(not attempted|wrong|passed)\b")
-
-
-@pytest.fixture(scope="module")
-def course_lab(chromium_executable, tmp_path_factory):
-    """JupyterLab on a temporary copy of the repository, rooted at the copy as ``make lab`` is at the checkout."""
-    server = start_lab(tmp_path_factory.mktemp("course"), course=True)
-    yield server
-    server.stop()
 
 
 def tab(page, name: str):
@@ -168,7 +159,8 @@ def press_check(page, card, want: str) -> str:
             assert time.monotonic() < deadline, f"Check never said {want!r}; the card says:\n{feedback.inner_text()}"
 
 
-def test_learner_journey(browser, course_lab, artifacts):
+def test_learner_journey(browser, fresh_lab, artifacts):
+    course_lab = fresh_lab
     root = course_lab.root
     exercise = root / EXERCISE
     stub = exercise.read_text()

@@ -13,10 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringlab import cli_args
-from ringlab.calc.parsing import (
-    SIZE_MAX, check_bool, check_int, check_real, echo_quantity, parse_bandwidth, parse_count, parse_duration,
-    parse_int, parse_real, parse_size,
-)
+from ringlab.calc.parsing import SIZE_MAX, echo_quantity, parse_bandwidth, parse_count, parse_duration, parse_int, parse_real, parse_size
+from ringlab.validation import check_bool, check_int, check_real
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -236,8 +234,8 @@ def test_help_fits_the_width_and_lists_long_choices(capsys, monkeypatch):
 def test_a_value_typed_at_its_limit_is_inside_it(limit):
     # the binary value of 0.01 lies a hair above 1/100, of 0.3 a hair below 3/10: the typed decimal
     # and the Python float both equal the limit their author wrote
-    for given in (repr(limit), limit):
-        assert parse_real(given, "x", min=limit, max=limit) == limit
+    for typed in (repr(limit), limit):
+        assert parse_real(typed, "x", min=limit, max=limit) == limit
     with pytest.raises(ValueError, match="x"):
         parse_real(repr(limit * 0.999), "x", min=limit)
     with pytest.raises(ValueError, match="x"):

@@ -1,6 +1,5 @@
 """Roofline (PROBLEMS.md P3) and the kernel cost helpers."""
 
-import math
 from fractions import Fraction
 
 import pytest

@@ -57,7 +57,7 @@ def test_format_flops():
 def test_positive_int():
     import numpy as np
 
-    from ringlab.calc.units import positive_int
+    from ringlab.validation import positive_int
 
     assert positive_int(7e9, "n") == 7 * 10**9 and positive_int(np.int64(3), "n") == 3
     for bad, exc in ((0, ValueError), (-1, ValueError), (2.5, TypeError), (True, TypeError), ("3", TypeError)):

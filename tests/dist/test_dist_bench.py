@@ -5,7 +5,10 @@ import csv
 import pytest
 
 from ringlab.cli import main
-from ringlab.dist.bench import BenchRow, bus_factor, check_collective, message_sizes, run_bench
+from ringlab.collectives.registry import check_collective
+from ringlab.dist.bench import COLLECTIVES, BenchRow, bus_factor, message_sizes, run_bench
+
+pytestmark = pytest.mark.slow  # each test launches ranks as processes: seconds each
 
 pytest.importorskip("torch")
 
@@ -20,7 +23,7 @@ def test_bus_factor_matches_nccl_tests(collective, n, factor):
 
 def test_bad_collective_is_refused():
     with pytest.raises(ValueError, match="all_reduce, all_gather, reduce_scatter"):
-        check_collective("broadcast")
+        check_collective("broadcast", COLLECTIVES)
     with pytest.raises(ValueError, match="collective must be one of"):
         run_bench("broadcast")  # refused before any process starts
 

@@ -14,6 +14,8 @@ dist = pytest.importorskip("torch.distributed")
 
 from ringlab.dist import LaunchTimeout, RankError, launch  # noqa: E402
 
+pytestmark = pytest.mark.slow  # each test launches ranks as processes (torchrun included): seconds each
+
 
 def _whoami(tag):
     return tag, dist.get_rank(), dist.get_world_size(), os.environ["RANK"], os.environ["WORLD_SIZE"]

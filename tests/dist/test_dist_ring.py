@@ -26,13 +26,15 @@ if not dist.is_available():  # pragma: no cover
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
 from ringlab.dist import (  # noqa: E402
-    collectives,
+    executor,
     launch,
     run_ring_all_gather,
     run_ring_all_reduce,
     run_ring_reduce_scatter,
     run_schedule,
 )
+
+pytestmark = pytest.mark.slow  # each test launches ranks as processes: seconds each
 
 WORLD = 5
 GROUPS = {"k1": [0], "k2": [0, 1], "k3": [0, 1, 2], "k4": [0, 1, 2, 3], "k5": None, "r134": [1, 3, 4]}
@@ -98,7 +100,7 @@ def _rank_checks():
             continue
         k, group_rank = len(members), members.index(me)
         for case_id, (numel, dtype, op, piece_bytes) in enumerate(_cases(k)):
-            default_piece, collectives.PIECE_BYTES = collectives.PIECE_BYTES, piece_bytes or collectives.PIECE_BYTES
+            default_piece, executor.PIECE_BYTES = executor.PIECE_BYTES, piece_bytes or executor.PIECE_BYTES
             x = _input(me, numel, dtype, case_id)
             ar = run_ring_all_reduce(x, op=op, group=group)
             rs = run_ring_reduce_scatter(x, op=op, group=group)
@@ -113,7 +115,7 @@ def _rank_checks():
                 "lib": {c: _numpy(_library(x, op, group, k, c))
                         for c in ("all_reduce", "reduce_scatter", "all_gather")},
             }
-            collectives.PIECE_BYTES = default_piece
+            executor.PIECE_BYTES = default_piece
     shaped = run_ring_all_reduce(torch.full((3, 7), float(me)))  # shape kept, default group
     records["shaped"] = (tuple(shaped.output.shape), _numpy(shaped.output))
     x = _input(me, 103, "float32", 999)

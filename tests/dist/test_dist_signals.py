@@ -15,6 +15,8 @@ pytest.importorskip("torch")
 
 from ringlab.dist import launch, max_local_ranks  # noqa: E402
 
+pytestmark = pytest.mark.slow  # each test launches ranks as processes and signals them: seconds each
+
 REPO = Path(__file__).resolve().parents[2]
 LONG_BENCH = [sys.executable, "-m", "ringlab", "bench", "--world-size", "2", "--min-bytes", "16MiB",
               "--max-bytes", "16MiB", "--iters", "100000", "--warmup", "0", "--timeout", "600"]

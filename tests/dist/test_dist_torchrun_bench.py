@@ -24,6 +24,8 @@ from ringlab.cli import main
 from ringlab.dist.bench import BenchRow, format_table, torchrun_environment
 from ringlab.nccl import explain_texts
 
+pytestmark = pytest.mark.slow  # torchrun launches two nodes on loopback: seconds each
+
 pytest.importorskip("torch")
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from ringlab.collectives import Schedule, Transfer, chunk_sizes, get_schedule
 from ringlab.collectives.registry import ALGORITHMS
 
 pytest.importorskip("torch")
-from ringlab.dist.collectives import _rank_steps  # noqa: E402
+from ringlab.dist.executor import _rank_steps  # noqa: E402
 
 
 @pytest.mark.parametrize("key", sorted(ALGORITHMS))

@@ -16,6 +16,7 @@ that ``tests/fuzz/conftest.py`` prints at the end of the run.
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import signal
@@ -208,6 +209,7 @@ def without(argv: list[str], options: set[str]) -> list[str]:
 
 _FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 NCCL_TABLE = os.path.join(_FIXTURES, "nccl", "a100_sxm4_8gpu_nccl_tests_2_19.txt")
+SHARDS_TINY = os.path.join(_FIXTURES, "shards", "tiny")  # `ringlab shards write --shards 2 --shard-size 2KiB`
 GPUMON_OUT = "@TMP@/gpumon.csv"  # replaced by a test's temporary folder
 
 # Representative valid command lines of every command found by command_parsers(): the first of each is the
@@ -237,6 +239,16 @@ REPRESENTATIVE: dict[tuple[str, ...], list[list[str]]] = {
     ("gpumon",): [["--out", GPUMON_OUT, "--backend", "smi", "--count", "1", "--interval", "0.1",
                    "--smi-timeout", "1"]],
     ("serve-sim",): [["--seconds", "2", "--rate", "2"]],
+    ("plan", "train"): [["--model", "llama-3-8b", "--gpus", "8", "--seq-len", "2048", "--global-batch", "16", "--top",
+                         "3"]],
+    ("plan", "serve"): [["--model", "llama-3-8b", "--rate", "1", "--seconds", "2", "--sla-ttft", "500ms",
+                         "--sla-tpot", "50ms"]],
+    ("shards", "write"): [["--dir", "@TMP@/ckpt", "--shards", "2", "--shard-size", "4KiB", "--seed", "1"]],
+    ("shards", "serve"): [["--dir", SHARDS_TINY, "--duration", "0.2", "--faults", "1#1=status:503:1",
+                           "--records", "@TMP@/records.json"]],
+    # nothing listens on port 9 (discard): the index request is refused, a retry, exit 1 with the --json report
+    ("shards", "fetch"): [["http://127.0.0.1:9/model.safetensors.index.json", "--dest", "@TMP@/dl", "--concurrency",
+                           "2", "--timeout", "5", "--retries", "1", "--json"]],
     ("topic",): [[], ["05"]],
     ("verify",): [["--input", "random", "--world-sizes", "1-4", "--numel", "100"],
                   ["--topology", "dgx-h100", "--numel", "8", "--nodes", "1,2"]],

@@ -1,5 +1,6 @@
 """Prints the fuzz counts (kinds of bad input, outcomes, faults survived) at the end of a run."""
 
+import pytest
 from cli_harness import OUTCOMES, STATS
 
 
@@ -34,3 +35,10 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"  allowed: {' '.join(path)} {option}: {reason}")
         if not allowed:
             terminalreporter.write_line("  allowed without a change or a refusal: none")
+
+
+@pytest.fixture(autouse=True)
+def _fuzz_in_scratch_dir(tmp_path_factory, monkeypatch):
+    """Run every fuzzed command in a scratch directory: a mutated command line may turn a value into a relative
+    path (``shards write --dir 2``), and whatever it writes must not land in the checkout."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))

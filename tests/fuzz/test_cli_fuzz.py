@@ -228,6 +228,23 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str, list, str]]:
         "--max-num-batched-tokens": (POSINT_BAD, "int"), "--max-num-seqs": (POSINT_BAD, "int"),
         "--preemption": (CHOICE_BAD, "choice"), "--policy": (CHOICE_BAD, "choice"),
         "--watermark": (FRACTION_BAD, "float"), "--dtype": (NAME_BAD, "name"), "--seed": (INT0_BAD, "int")})
+    shards_tiny = str(FIXTURES / "shards" / "tiny")
+    add(["shards", "fetch", "http://127.0.0.1:9/model.safetensors.index.json"],
+        ["--dest", str(tmp / "dl"), "--concurrency", "2", "--timeout", "5", "--retries", "0"], {
+            "--concurrency": (POSINT_BAD + [("past 1,024", "1025")], "int"), "--timeout": (DURATION_BAD, "duration"),
+            "--retries": (INT0_BAD, "int"), "--read-timeout": (DURATION_BAD, "duration")})
+    table.append(("shards fetch INDEX_URL", ["shards", "fetch", "--dest", str(tmp / "dl"), "--concurrency", "2",
+                                             "--timeout", "5"], "INDEX_URL",
+                  TEXT_BAD + [("ftp", "ftp://x/i.json"), ("no host", "http:///i.json"), ("port", "http://x:99999/")],
+                  "text"))
+    add(["shards", "serve"], ["--dir", shards_tiny, "--duration", "0.05"], {
+        "--dir": (TEXT_BAD + files, "text"), "--faults": (TEXT_BAD + [("unknown fault", "1=explode:1"),
+                                                                      ("no such shard", "9=reset:0.5")], "text"),
+        "--port": (INT0_BAD + [("past 65535", "65536")], "int"), "--seed": (INT0_BAD, "int"),
+        "--duration": (DURATION_BAD, "duration"), "--records": (outs, "text")})
+    add(["shards", "write"], ["--dir", str(tmp / "ckpt"), "--shards", "2", "--shard-size", "4KiB"], {
+        "--shards": (POSINT_BAD, "int"), "--shard-size": (SIZE_BAD + [("not whole floats", "6")], "size"),
+        "--seed": (INT0_BAD, "int")})
     return table
 
 

@@ -37,8 +37,9 @@ from cli_harness import (NCCL_TABLE, REPRESENTATIVE, STATS, command_parsers, exc
 
 GUARDS: Counter = STATS.setdefault("guards", Counter())  # printed by conftest.py
 PARSERS = command_parsers()
-# commands that start processes or need a GPU or a terminal: their numbers are covered by test_numeric_extremes
-NOT_RUN = {("bench",), ("gpumon",), ("check",), ("practice",)}
+# commands that start processes, need a GPU or a terminal, or serve until told to stop (shards serve runs for its
+# --duration by design): their numbers are covered by test_numeric_extremes
+NOT_RUN = {("bench",), ("gpumon",), ("check",), ("practice",), ("shards", "serve")}
 CANDIDATES = ["1e18", "1e15", "1e12", "1e10", "1e9", "1e8", "1e7", "1e6", "1e5", "1e4", "1000", "100", "10", "1"]
 CALL_LIMIT = 60.0  # seconds: generous for a slow machine; an unguarded case takes minutes or never ends
 
@@ -58,6 +59,7 @@ LARGEST = [(path, action.option_strings[-1]) for path, parser in sorted(PARSERS.
            for action in numeric_options(parser)]
 
 
+@pytest.mark.slow  # some commands really run at their largest accepted value
 @pytest.mark.parametrize("path, option", LARGEST, ids=[" ".join(p) + " " + o for p, o in LARGEST])
 def test_largest_accepted_values_are_refused_or_run(path, option, tmp_path):
     parser = PARSERS[path]

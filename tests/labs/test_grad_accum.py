@@ -5,6 +5,8 @@ import pytest
 
 from ringlab.labs.grad_accum import LOOPS, measure
 
+pytestmark = pytest.mark.slow  # DDP in real processes: seconds each
+
 torch = pytest.importorskip("torch")
 K = 4
 

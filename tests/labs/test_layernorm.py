@@ -110,6 +110,7 @@ def test_reference_rejects_bad_input(kwargs, error, name):
         layer_norm_reference(**kwargs)
 
 
+@pytest.mark.slow  # fresh interpreters importing torch
 def test_plain_imports_load_neither_torch_nor_triton_and_layernorm_sets_interpreter():
     """In a fresh process without a GPU: light imports stay light; the kernel module picks the interpreter."""
     code = (
@@ -294,6 +295,7 @@ def test_bad_input_is_refused_naming_the_argument(ln, device):
             ln.layer_norm(**kwargs)
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch and triton
 def test_triton_imported_first_without_interpreter_is_refused(ln):
     code = "import triton\nimport ringlab.labs.layernorm\n"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -325,6 +327,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # Triton compiles the kernel
 def test_kernel_compiles_for_gpus_without_one(ln, tmp_path):
     """The compiled path is type-checked on CPU: lower to PTX and cubin (Triton bundles ptxas) for sm_80/sm_90."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

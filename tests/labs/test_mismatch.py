@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from ringlab.labs.mismatch import (FIELDS, CollectiveMismatchError, Fingerprint, compare_fingerprints,
                                    describe_mismatch, run_scenarios)
 
+pytestmark = pytest.mark.slow  # process groups that run into their timeouts: seconds each
+
 pytest.importorskip("torch")
 TIMEOUT = 1.5
 CASES = [("broadcast_vs_all_reduce", "plain"), ("broadcast_vs_all_reduce", "detail"),

@@ -77,7 +77,8 @@ def test_ceiling_with_nvls_in_the_log_is_the_switch_reduction_once_the_ring_is_e
     facts = Facts(collective="all_reduce", world_size=8, nodes=1, gpu="NVIDIA H100 80GB HBM3", graphs=["Ring", "NVLS"])
     assert ceiling_busbw(facts)[0] == pytest.approx(450e9)  # no evidence the switch reduced: the ring
     bw, why = ceiling_busbw(facts, peak=480e9)  # nccl-tests#212: NVLS peaks at ~480 GB/s on 8 H100
-    assert bw == pytest.approx(2 * 7 / 8 * 450e9) and "nvls" in why  # every NVLink port carries M each way
+    # every NVLink port carries M (1 + 1/N) each way (nccl#828, #1506): 2 (N - 1) / (N + 1) x 450 GB/s
+    assert bw == pytest.approx(2 * 7 / 9 * 450e9) and "nvls" in why
 
 
 def test_ceiling_across_nodes_is_the_rails_unless_the_tree_or_a_gpu_link_binds():

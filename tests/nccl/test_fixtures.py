@@ -111,6 +111,8 @@ def test_row_lines_are_exactly_the_rows_read():
     pattern = re.compile(r"\d\s+\d+\s+(?:float|half|bfloat16|double|u?int\d+)\s+(?:sum|prod|min|max|avg|none|-?\d+)\s+-?\d")
     for name in BY_FILE:
         text = fixture_text(name)
+        if text.lstrip().startswith("{"):
+            continue  # JSON records, not table lines: tests/nccl/test_json.py counts those
         expected = sum(bool(pattern.search(line)) for line in text.splitlines())
         doc = read_texts([(name, text)])
         read = sum(len(r.rows) + sum(len(t.text.split()) >= 3 for t in r.truncated) for r in doc.runs)

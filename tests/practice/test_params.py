@@ -14,7 +14,7 @@ from ringlab.check.cards import card_ids, draw_params, is_parametrised, load_car
 from ringlab.practice.session import card_rng
 
 SEEDS = range(6)
-PARAMETRISED = ["01", "04", "05", "06", "07", "08", "14", "16", "18"]
+PARAMETRISED = ["01", "04", "05", "06", "07", "08", "14", "16", "18", "19", "20"]
 
 # HF config.json: (layers, hidden, heads, kv_heads, head_dim, intermediate, vocab)
 CONFIGS = {
@@ -192,6 +192,11 @@ def test_16_algbw_and_busbw(seed):
     assert card.expected["algbw_gbs"] == pytest.approx(algbw / 1e9)
     assert card.expected["busbw_gbs"] == pytest.approx(busbw / 1e9)
     assert 0.40 <= busbw / (8 * 50e9) <= 0.50  # 8 NDR rails of 50 GB/s: the text's "at half the NICs" stays <= 100 %
+    v = card.values  # NCCL's own pick: latency + bytes / bandwidth, and no slower than Ring/Simple or Tree/LL
+    assert p["probe"] in (2**16, 2**20, 2**24, 2**28)
+    assert card.expected["nccl_time_us"] == pytest.approx(v["nccl_lat_us"] + p["probe"] / (1000 * v["nccl_bw_gbs"]),
+                                                          rel=1e-5)
+    assert card.expected["nccl_time_us"] <= min(v["ring_simple_text_us"], v["tree_ll_us"])
 
 
 def _exposed_by_events(backward_s: list[float], allreduce_s: list[float]) -> float:

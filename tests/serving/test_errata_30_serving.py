@@ -7,7 +7,6 @@ from the code under test."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest

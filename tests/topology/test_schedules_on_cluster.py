@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ringlab.sim.cluster import expected_slots, run_on_cluster, verify_on_cluster
+from ringlab.sim.on_cluster import expected_slots, run_on_cluster, verify_on_cluster
 from ringlab.sim.interpret import interpret
 from ringlab.topology import CLUSTER_ALGORITHMS, build_on_cluster, custom_cluster, get_cluster, link_loads
 
@@ -22,16 +22,33 @@ def _shaped(preset: str, nodes: int, gpus: int | None):
 
 
 CASES = [(coll, name) for coll, name in CLUSTER_ALGORITHMS]
+PRESETS = ["dgx-h100", "mi300x-platform", "pcie-8gpu", "aws-p5"]
 
 
-@pytest.mark.parametrize("coll, name", CASES)
-@pytest.mark.parametrize("nodes", [1, 2, 3, 8])
-@pytest.mark.parametrize("gpus", [None, 3, 5])
-@pytest.mark.parametrize("preset", ["dgx-h100", "mi300x-platform", "pcie-8gpu", "aws-p5"])
+def _runs_on(shapes):
+    """pytest params ``(*shape, coll, name)`` for the algorithms available on each shape: an algorithm that does not
+    apply (NVLS without NVSwitch, SHARP without it in the fabric...) is not generated, so a skip means something."""
+    out = []
+    for shape in shapes:
+        cluster = shape[-1]
+        for coll, name in CASES:
+            if not CLUSTER_ALGORITHMS[(coll, name)].unavailable(cluster):
+                out.append(pytest.param(*shape[:-1], coll, name, id="-".join(map(str, (*shape[:-1], coll, name)))))
+    return out
+
+
+EVERYWHERE = _runs_on([(preset, nodes, gpus, _shaped(preset, nodes, gpus))
+                       for preset in PRESETS for gpus in (None, 3, 5) for nodes in (1, 2, 3, 8)])
+
+
+def test_every_algorithm_runs_somewhere_in_the_sweep():
+    assert {(p.values[3], p.values[4]) for p in EVERYWHERE} == set(CASES)
+
+
+@pytest.mark.slow  # a large sweep: every available algorithm on 48 cluster shapes, 2 sizes each
+@pytest.mark.parametrize("preset, nodes, gpus, coll, name", EVERYWHERE)
 def test_topology_schedules_check_out_everywhere(preset, nodes, gpus, coll, name):
     cluster = _shaped(preset, nodes, gpus)
-    if CLUSTER_ALGORITHMS[(coll, name)].unavailable(cluster):
-        pytest.skip(CLUSTER_ALGORITHMS[(coll, name)].unavailable(cluster))
     for numel in (1001, 7):  # uneven chunks, and fewer elements than chunks
         check = verify_on_cluster(coll, name, cluster, numel=numel, seed=nodes)
         assert check.ok, check
@@ -44,12 +61,14 @@ def test_flat_algorithms_routed_on_a_cluster_count_every_link(name, nodes):
     assert check.ok and check.closed_form is None
 
 
-@pytest.mark.parametrize("coll, name", CASES)
-@pytest.mark.parametrize("nodes, gpus", [(1, 3), (2, 3), (3, 2)])
+def _switched(nodes: int, gpus: int):
+    return custom_cluster(nodes, gpus, 100e9, nics_per_node=gpus, nic_gbps=400, nvls=True, sharp=True)
+
+
+@pytest.mark.parametrize("nodes, gpus, coll, name",
+                         _runs_on([(nodes, gpus, _switched(nodes, gpus)) for nodes, gpus in [(1, 3), (2, 3), (3, 2)]]))
 def test_executor_agrees_with_the_one_transfer_interpreter(nodes, gpus, coll, name):
-    cluster = custom_cluster(nodes, gpus, 100e9, nics_per_node=gpus, nic_gbps=400, nvls=True, sharp=True)
-    if CLUSTER_ALGORITHMS[(coll, name)].unavailable(cluster):
-        pytest.skip("not on this shape")
+    cluster = _switched(nodes, gpus)
     sched = build_on_cluster(coll, name, cluster, channels=2)
     x = np.random.default_rng(0).integers(-50, 50, size=(cluster.world_size, 29))
     outputs, sent, received = interpret(sched, x)

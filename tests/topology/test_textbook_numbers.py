@@ -36,7 +36,9 @@ def test_hierarchical_nvls_and_sharp_per_link_formulas():
     assert (_per_class(c, sharp, "nic") == m // g).all() and (_per_class(c, sharp, "nic", "rx") == m // g).all()
     one = get_cluster("dgx-h100", 1)
     nvls = link_loads(build_on_cluster("all_reduce", "nvls", one), one, m).bytes
-    assert (_per_class(one, nvls, "nvlink") == m).all() and (_per_class(one, nvls, "nvlink", "rx") == m).all()
+    # M (1 + 1/G) each way: the switch also reads the GPU's own slice and multicasts it back (nccl#828, #1506)
+    own = m + m // g
+    assert (_per_class(one, nvls, "nvlink") == own).all() and (_per_class(one, nvls, "nvlink", "rx") == own).all()
 
 
 def test_p12_two_dgx_nodes_take_about_1_2_times_one_node_not_ten():

@@ -36,7 +36,8 @@ Mamba and linear-attention mixers are not modelled (ValueError).
 Per GPU (sec. 4.2.3): a pipeline stage holds its layers' activations for the micro-batches in flight,
 ``ringlab.calc.pipeline.peak_in_flight`` (1F1B: p - i on stage i; interleaved: in (micro-batch, chunk)
 pairs, 1/v of the stage each, giving the paper's factor 1 + (p-1)/(p v) on the first stage). The first
-stage adds the embedding-dropout mask (s b h x 1 B per micro-batch in flight, / t with SP), the last
+stage adds the embedding-dropout mask (s b h x 1 B per micro-batch in flight, / t with SP; interleaved, per
+micro-batch in flight through chunk 0, which holds the embedding: 2p - 1 of them at the peak once m >= 2p), the last
 the output layer: final-norm and projection inputs (2 x 2 s b h, / t with SP) and fp32 logits for the
 loss (4 s b V / t): sec. 4.3, ``4 s b h / t (1 + V / h)`` with SP.
 """
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from ringlab.calc.kvcache import kv_heads_per_rank
 from ringlab.calc.layers import LayerSpec
 from ringlab.calc.models import ModelConfig
-from ringlab.calc.pipeline import peak_in_flight
+from ringlab.calc.pipeline import peak_in_flight, stage_op_orders
 from ringlab.calc.training.flops import check_recompute
 from ringlab.calc.training.layout import Batch, ParallelLayout, stage_layers
 from ringlab.calc.units import dtype_bytes
@@ -188,7 +189,12 @@ def stage_activation_bytes(model: ModelConfig, layout: ParallelLayout, batch: Ba
                                             flash_attention).total for i in indices)
         held = flight[stage]
         layers = per_mb * held // v
-        embedding = (tokens * h * held // v // (t if sp else 1)) if (stage == 0 and dropout) else 0
+        embedding = 0
+        if stage == 0 and dropout:
+            # chunk 0 alone holds the embedding: count its micro-batches among the first `held` ops, all forwards
+            first = held if v == 1 else sum(chunk == 0 for _, _, chunk in
+                                            stage_op_orders(p, m, "interleaved-1f1b", v)[0][:held])
+            embedding = tokens * h * first // (t if sp else 1)
         output = 0
         if stage == p - 1:
             output = tokens * 2 * e * h // (t if sp else 1) + tokens * 4 * (-(-model.vocab_size // t))

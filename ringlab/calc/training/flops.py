@@ -41,11 +41,12 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ringlab.calc.layers import LayerSpec
 from ringlab.calc.models import ModelConfig, get_model
 from ringlab.calc.params import layer_param_count
-from ringlab.calc.parsing import check_int
+from ringlab.validation import check_int
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -131,9 +132,10 @@ def layer_flops(model: str | ModelConfig, layer: LayerSpec, seq_len: int, micro_
     return LayerFlops(layer.index, layer.mixer, layer.ffn, matmul, attention)
 
 
+@lru_cache(maxsize=256)
 def model_layer_flops(model: str | ModelConfig, seq_len: int, micro_batch: int = 1,
                       causal: bool = False) -> tuple[LayerFlops, ...]:
-    """:func:`layer_flops` of every layer of ``model``, in order."""
+    """:func:`layer_flops` of every layer of ``model``, in order (cached: a layout search asks again and again)."""
     model = get_model(model)
     return tuple(layer_flops(model, layer, seq_len, micro_batch, causal) for layer in model.layers)
 
@@ -174,6 +176,7 @@ class StepFlops:
         return self.model_flops / self.tokens
 
 
+@lru_cache(maxsize=256)
 def step_flops(model: str | ModelConfig, seq_len: int, global_batch: int, recompute: str = "none",
                causal: bool = False) -> StepFlops:
     """FLOPs of one optimizer step over ``global_batch`` sequences of ``seq_len`` tokens.

@@ -63,6 +63,7 @@ reach ~80-90% of the datasheet's HBM bandwidth on large tensors, so these times 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ringlab.calc.kvcache import kv_heads_per_rank
 from ringlab.calc.layers import LayerSpec
@@ -111,6 +112,7 @@ def _qk_widths(model: ModelConfig, layer: LayerSpec, tp: int) -> tuple[int, int,
     return heads, heads * layer.k_head_dim, kv * layer.k_head_dim
 
 
+@lru_cache(maxsize=4096)
 def layer_kernels(model: ModelConfig, layer: LayerSpec, seq_len: int, micro_batch: int = 1,
                   layout: ParallelLayout = ParallelLayout(), dropout: bool = False, flash_attention: bool = True,
                   act_dtype: str = "bf16") -> tuple[Kernel, ...]:

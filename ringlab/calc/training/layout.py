@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ringlab.calc.kvcache import attention_heads_per_rank
 from ringlab.calc.models import ModelConfig
-from ringlab.calc.parsing import check_bool, check_int
+from ringlab.validation import check_bool, check_int
 
 _MAX_DEGREE = 1 << 20
 MAX_WORLD_SIZE = 1 << 22  # GPUs (dp x tp x pp x cp): 4.2 M, ten times the largest clusters built (2025)

@@ -39,13 +39,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
-from ringlab.calc.comm import canonical_strategy, grad_comm_bytes
+from ringlab.calc.comm import ModelStates, canonical_strategy, grad_comm_bytes
 from ringlab.calc.kvcache import attention_heads_per_rank, kv_heads_per_rank
 from ringlab.calc.layers import LayerSpec
 from ringlab.calc.models import ModelConfig
 from ringlab.calc.params import mixer_param_count, mlp_param_count, norm_param_count
-from ringlab.calc.parsing import check_bool
+from ringlab.validation import check_bool
 from ringlab.calc.training.layout import ParallelLayout, stage_layers
 from ringlab.calc.units import canonical_dtype, dtype_bytes
 
@@ -74,8 +75,16 @@ def _tp_attention_params(model: ModelConfig, layer: LayerSpec, tp: int) -> int:
 
 
 def layer_params_per_gpu(model: ModelConfig, layer: LayerSpec, layout: ParallelLayout) -> tuple[int, int]:
-    """``(dense, expert)`` parameters of ``layer`` on one GPU of ``layout`` (module docstring for the split)."""
-    t, h = layout.tp, model.hidden_size
+    """``(dense, expert)`` parameters of ``layer`` on one GPU of ``layout`` (module docstring for the split).
+
+    Depends on the layout's ``tp`` and ``ep`` only, and is cached on them: a layout search asks for the same
+    layers under thousands of layouts."""
+    return _layer_params_per_gpu(model, layer, layout.tp, layout.ep)
+
+
+@lru_cache(maxsize=1 << 16)
+def _layer_params_per_gpu(model: ModelConfig, layer: LayerSpec, tp: int, ep: int) -> tuple[int, int]:
+    t, h = tp, model.hidden_size
     if layer.mixer in ("full", "sliding", "chunked", "mla"):
         mixer = _tp_attention_params(model, layer, t)
     else:
@@ -91,7 +100,7 @@ def layer_params_per_gpu(model: ModelConfig, layer: LayerSpec, layout: ParallelL
         experts = model.num_experts
         dense += h * experts + (experts if model.router_bias else 0)
         one = mlp_param_count(model, math.ceil(layer.ffn_width / t), model.expert_bias)
-        expert = experts // layout.ep * one
+        expert = experts // ep * one
         dense += (model.n_shared_experts or 0) * one
         if model.shared_expert_intermediate_size:
             dense += mlp_param_count(model, math.ceil(model.shared_expert_intermediate_size / t), model.mlp_bias)
@@ -99,10 +108,12 @@ def layer_params_per_gpu(model: ModelConfig, layer: LayerSpec, layout: ParallelL
     return dense, expert
 
 
+@lru_cache(maxsize=1024)
 def stage_params(model: ModelConfig, layout: ParallelLayout) -> tuple[StageParams, ...]:
     """Parameters one GPU of each pipeline stage holds (tuple of ``pp`` :class:`StageParams`).
 
     Assumes ``check_layout`` passed. Raises ValueError for layouts whose parameters ``params.py`` does not model.
+    Cached per (model, layout): the traffic of every stage and the memory ask for it again.
     """
     if model.params_unsupported:
         raise ValueError(f"{model.name}: parameter count not modelled for {model.params_unsupported}")
@@ -125,22 +136,6 @@ def stage_params(model: ModelConfig, layout: ParallelLayout) -> tuple[StageParam
                 dense += math.ceil(model.vocab_size / t)
         out.append(StageParams(stage, dense, expert))
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class ModelStates:
-    """Bytes per GPU (ints) of one pipeline stage: ``params``, ``grads`` (incl. an fp32 accumulation
-    buffer when asked), ``optimizer`` (master weights + Adam moments); ``n_params`` held unsharded."""
-
-    stage: int
-    n_params: int
-    params: int
-    grads: int
-    optimizer: int
-
-    @property
-    def total(self) -> int:
-        return self.params + self.grads + self.optimizer
 
 
 @dataclass(frozen=True)
@@ -236,5 +231,5 @@ def model_state_memory(model: ModelConfig, layout: ParallelLayout, strategy: str
     for sp in stage_params(model, layout):
         d = sharded_state_bytes(sp.dense, layout.grad_group, strategy, precision, microbatches, no_sync)
         e = sharded_state_bytes(sp.expert, layout.expert_dp, strategy, precision, microbatches, no_sync)
-        out.append(ModelStates(sp.stage, sp.total, d[0] + e[0], d[1] + e[1], d[2] + e[2]))
+        out.append(ModelStates(d[0] + e[0], d[1] + e[1], d[2] + e[2], n_params=sp.total, stage=sp.stage))
     return tuple(out)

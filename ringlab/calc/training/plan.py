@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ringlab.calc.comm import canonical_strategy
+from ringlab.calc.comm import ModelStates, canonical_strategy
 from ringlab.calc.models import ModelConfig, get_model
-from ringlab.calc.parsing import check_bool, check_real
+from ringlab.validation import check_bool, check_real
 from ringlab.calc.units import dtype_bytes
 from ringlab.calc.training.activations import StageActivations, layer_activation_bytes, stage_activation_bytes
 from ringlab.calc.training.flops import StepFlops, check_recompute, step_flops
 from ringlab.calc.training.layout import Batch, ParallelLayout, check_layout, check_positions, stage_layers
-from ringlab.calc.training.memory import (ModelStates, Precision, layer_params_per_gpu, model_state_memory,
-                                          resolve_no_sync)
+from ringlab.calc.training.memory import Precision, layer_params_per_gpu, model_state_memory, resolve_no_sync
 from ringlab.calc.training.step import StepTime, step_time
 from ringlab.calc.training.traffic import TrafficItem, bytes_by_dimension, stage_traffic
 

@@ -9,6 +9,9 @@ therefore runs
   its share of the node's NICs (``rail_cluster``, the rail it is wired to);
 - otherwise on st x n / G nodes holding G / st members each, the node's NICs shared by st groups.
 
+Dense gradients go over the dp x cp ranks (Megatron's DP group includes CP), which sit at stride tp; expert
+gradients over the expert-DP ranks at stride tp x ep.
+
 Ring collectives are timed with ``ringlab.topology.timing.ring_link`` on that sub-cluster (NCCL-style
 rings: ``steps x alpha + bytes / bandwidth``, as ``ringlab.calc.comm.GradComm.time_on_cluster`` does);
 send/recv (PP, CP) at the GPU's NVLink port or NIC share; all-to-all (EP) as the larger of its NVLink
@@ -29,7 +32,8 @@ Time of one step on the busiest pipeline stage (every term in seconds):
   that need them);
 - CP: each K/V pass hides behind the attention compute of the same ring step; the excess is exposed;
 - PP: messages overlap with other micro-batches' compute, except along the fill and drain, where one
-  message per boundary each way is on the critical path: 2 (p - 1) / v messages;
+  message per boundary each way is on the critical path: 2 (p - 1) / v messages, on every stage's step (the
+  first and last stages send one way only, but wait for the other hops all the same);
 - DP: gradient reduction and parameter gathers hide behind one micro-batch's compute (DDP / ZeRO: the last
   backward and the next forward), or every micro-batch's (FSDP, prefetching per unit); the excess is exposed.
 
@@ -51,7 +55,6 @@ from dataclasses import dataclass
 from ringlab.calc.comm import canonical_strategy
 from ringlab.calc.hardware import Hardware, get_hardware, peak_flops
 from ringlab.calc.models import ModelConfig
-from ringlab.calc.parsing import check_real
 from ringlab.calc.pipeline import bubble_fraction
 from ringlab.calc.roofline import roofline
 from ringlab.calc.training.flops import lm_head_flops, model_layer_flops, step_flops
@@ -59,12 +62,17 @@ from ringlab.calc.training.kernels import kernel_bytes, layer_kernels, optimizer
 from ringlab.calc.training.layout import Batch, ParallelLayout, stage_layers
 from ringlab.calc.training.memory import Precision, model_state_memory
 from ringlab.calc.training.traffic import TrafficItem
+from ringlab.collectives.registry import get_algorithm
+from ringlab.topology import Cluster, get_cluster
+from ringlab.topology.presets import custom_cluster
+from ringlab.topology.timing import group_cluster, rail_cluster, ring_link
+from ringlab.validation import check_real
 
 MIN_EFFICIENCY = 0.01  # of dense peak: below 1% a step time is hours and MFU rounds to nothing (a typo, 1e-320)
 
 # Topology preset -> the GPU it is built from (the presets' datasheets, ringlab.topology.presets).
 PRESET_HARDWARE = {"dgx-h100": "h100-sxm", "dgx-a100": "a100-sxm-80gb", "hgx-h200": "h200", "dgx-b200": "b200",
-                   "gb200-nvl72": "gb200", "mi300x-platform": "mi300x", "pcie-8gpu": "l40s", "aws-p5": "h100-sxm"}
+                   "gb200-nvl72": "gb200", "gb300-nvl72": "gb300", "mi300x-platform": "mi300x", "pcie-8gpu": "l40s", "aws-p5": "h100-sxm"}
 
 _RING = ("all_reduce", "reduce_scatter", "all_gather")
 
@@ -75,9 +83,6 @@ def group_subcluster(cluster, size: int, stride: int):
     Returns a :class:`ringlab.topology.Cluster`. Raises ValueError when the group does not tile the
     nodes (a stride or size that splits a node unevenly).
     """
-    from ringlab.topology.presets import custom_cluster
-    from ringlab.topology.timing import group_cluster, rail_cluster
-
     g = cluster.gpus_per_node
     if stride * size <= g:
         if g % (stride * size):
@@ -125,17 +130,17 @@ def _p2p_link(cluster, same_node: bool) -> tuple[float, float]:
 
 def item_seconds(item: TrafficItem, layout: ParallelLayout, cluster) -> float:
     """Seconds ``item`` keeps the GPU's links busy on ``cluster`` (all its calls, no overlap)."""
-    from ringlab.topology.timing import ring_link
-
     g = cluster.gpus_per_node
     dim = "dp" if item.dim == "edp" else item.dim
     stride = layout.stride(dim)
     if item.dim == "edp":  # expert-DP ranks: stride tp x ep inside the dp x cp ranks
         stride = layout.tp * layout.ep
+    elif item.dim == "dp":  # dense gradients go over the dp x cp ranks (layout.grad_group), at stride tp
+        stride = layout.tp
     n = item.group_size
     if item.collective in _RING:
         link = ring_link(group_subcluster(cluster, n, stride), item.collective)
-        steps = (2 if item.collective == "all_reduce" else 1) * (n - 1)
+        steps = get_algorithm(item.collective, "ring").num_steps(n)
         return item.count * steps * link.alpha + item.bytes_sent / link.bandwidth
     if item.collective == "send_recv":
         latency, bandwidth = _p2p_link(cluster, stride * n <= g)
@@ -209,16 +214,14 @@ def _memory_seconds(nbytes: int, hw: Hardware) -> float:
 
 
 def resolve_cluster(topology, world_size: int):
-    """A :class:`ringlab.topology.Cluster` of ``world_size`` GPUs from a preset name or a Cluster."""
-    from ringlab.topology import Cluster, get_cluster
-
+    """A :class:`ringlab.topology.Cluster` of ``world_size`` GPUs from a preset name or a Cluster: the part of one
+    node (with the NICs its GPUs are wired to) or whole nodes, as ``ringlab.topology.timing.group_cluster``
+    places a group. Raises ValueError when ``world_size`` does not fill whole nodes."""
     cluster = topology if isinstance(topology, Cluster) else get_cluster(topology)
     g = cluster.gpus_per_node
     if world_size % g and world_size > g:
         raise ValueError(f"{world_size} GPUs do not fill whole {g}-GPU nodes of {cluster.name}")
-    if world_size < g:
-        return dataclasses.replace(cluster, gpus_per_node=world_size, nics_per_node=min(cluster.nics_per_node, world_size))
-    return cluster.with_nodes(world_size // g)
+    return group_cluster(cluster.with_nodes(max(cluster.nodes, -(-world_size // g))), world_size)
 
 
 def step_time(model: ModelConfig, layout: ParallelLayout, batch: Batch, traffic_by_stage, topology,
@@ -262,7 +265,7 @@ def step_time(model: ModelConfig, layout: ParallelLayout, batch: Batch, traffic_
         mb_bytes = kernel_bytes(kernels, recompute)  # recomputation re-runs layers, not the loss
         if stage == p - 1:
             mb_bytes += kernel_bytes(output_kernels(model, batch.seq_len, batch.micro_batch, layout, act_dtype))
-        updated = states[stage].optimizer // precision.optimizer_bytes_per_param  # this GPU's parameter shard
+        updated = states[stage].optimizer_states // precision.optimizer_bytes_per_param  # this GPU's parameter shard
         opt_bytes = updated * optimizer_bytes_per_param(precision)
         t_matmul = (3 * fwd + recomputed) / rate
         t_kernels = _memory_seconds(mb_bytes, hw)
@@ -272,7 +275,10 @@ def step_time(model: ModelConfig, layout: ParallelLayout, batch: Batch, traffic_
         for item in traffic_by_stage[stage]:
             seconds = item_seconds(item, layout, cluster)
             if item.dim == "pp":
-                seconds = seconds / item.count * (p - 1) / v  # fill or drain: one message per boundary
+                # fill and drain cross every boundary once each way, whichever stage is the busiest: the first and
+                # last stages send one way only, but their step waits for the other hops all the same
+                times["pp"] = 2 * (p - 1) / v * seconds / item.count
+                continue
             times["dp" if item.dim == "edp" else item.dim] += seconds
         # DP collectives that run in every micro-batch's backward (zero2, zero3 / FSDP) hide behind all m of
         # them; one reduce per step (ddp, zero1, no_sync) only behind the last backward

@@ -55,8 +55,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ringlab.calc.roofline import check_number
+from ringlab.calc.hardware import peak_flops
+from ringlab.calc.models import get_model
+from ringlab.calc.params import count_params, layer_param_count, norm_param_count
+from ringlab.calc.pipeline import BACKWARD, FORWARD, WEIGHT, check_pipeline_setup, op_dependency, stage_op_orders
+from ringlab.validation import check_number
+from ringlab.calc.units import dtype_bytes
 from ringlab.collectives.cost import alpha_beta_time, busiest_bytes, get_link
+from ringlab.topology.cluster import Cluster
+from ringlab.topology.timing import group_cluster, ring_link
+
+from .flops import layer_flops, lm_head_flops
 
 COMPUTE = "compute"
 COMM_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "send_recv")
@@ -330,11 +339,7 @@ def collective_time(collective: str, message_bytes: int, group_size: int, fabric
 
 
 def _link(fabric, collective: str, group_size: int):
-    from ringlab.topology.cluster import Cluster
-
     if isinstance(fabric, Cluster):
-        from ringlab.topology.timing import group_cluster, ring_link
-
         return ring_link(group_cluster(fabric, group_size), collective)
     return get_link(fabric)
 
@@ -370,13 +375,6 @@ def model_layer_costs(model, seq_len: int, micro_batch: int = 1, hardware="h100-
     (:mod:`ringlab.calc.params`; all experts of an MoE layer) / ``tp`` in ``grad_dtype``.
     Raises ValueError for sizes < 1, ``efficiency`` outside (0, 1], unknown presets or dtypes.
     """
-    from ringlab.calc.hardware import peak_flops
-    from ringlab.calc.models import get_model
-    from ringlab.calc.params import layer_param_count, norm_param_count, count_params
-    from ringlab.calc.units import dtype_bytes
-
-    from .flops import layer_flops, lm_head_flops
-
     m = get_model(model)
     check_number("efficiency", efficiency, strict=True)
     if efficiency > 1:
@@ -647,8 +645,6 @@ def pipeline_step(stages: int, microbatches: int, schedule: str = "1f1b", t_f: f
     cool-down bubble; stage 0's comes last and lengthens the step. Errors as
     :func:`ringlab.calc.pipeline_schedule` for the schedule arguments, ValueError for negative sizes.
     """
-    from ringlab.calc.pipeline import BACKWARD, FORWARD, WEIGHT, check_pipeline_setup, op_dependency, stage_op_orders
-
     p, m, schedule, v = check_pipeline_setup(stages, microbatches, schedule, virtual_stages)
     for name, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)):
         check_number(name, value)

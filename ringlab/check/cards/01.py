@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ringlab.check.cards import Ask
+from ringlab.collectives import ring_all_reduce_bytes
 
 PARAMS = {"n": 8, "numel": 1_000_003}  # the fixed card: a float32 message that 8 does not divide
 WORLD_SIZES = (4, 6, 8, 12, 16, 24, 32, 64, 128)  # one node up to 16 nodes of 8 GPUs; 6 and 12 are not powers of 2
@@ -15,8 +16,6 @@ ASKS = (
 
 def values(n: int = 8, numel: int = 1_000_003) -> dict:
     """Ring all-reduce of ``numel`` float32 elements over ``n`` ranks (bytes from ``ring_all_reduce_bytes``)."""
-    from ringlab.collectives import ring_all_reduce_bytes
-
     itemsize = 4
     per_rank = ring_all_reduce_bytes(n, numel, itemsize)
     return {

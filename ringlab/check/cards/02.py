@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from ringlab.collectives.cost import alpha_beta_time, busiest_bytes, crossover, latency_terms, single_gpu_hosts
+from ringlab.topology import build_on_cluster, cost_of, get_cluster, linear_time
+from ringlab.topology.algorithms import TREE_PIECES
+
 
 def values() -> dict:
-    from ringlab.collectives.cost import alpha_beta_time, busiest_bytes, crossover, latency_terms, single_gpu_hosts
-    from ringlab.topology import build_on_cluster, cost_of, get_cluster, linear_time
-    from ringlab.topology.algorithms import TREE_PIECES
-
     n, m = 8, 2**30
     ratio = {f"{c}_{a}": busiest_bytes(c, a, n, m) / m for c, a in (
         ("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather", "ring"), ("broadcast", "binomial_tree"),

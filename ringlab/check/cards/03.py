@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from ringlab.collectives import ring_reduce_scatter_bytes
+from ringlab.sim import reduce_scatter
+
 
 def values() -> dict:
-    import numpy as np
-
-    from ringlab.collectives import ring_reduce_scatter_bytes
-    from ringlab.sim import reduce_scatter
-
     n = 4
     x = np.array([[10.0**r] * n for r in range(n)])  # rank r holds 10**r in every element
     right = reduce_scatter(x).outputs[:, 0]

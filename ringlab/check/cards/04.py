@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from ringlab.calc import GB, GiB, bus_bandwidth, get_model, grad_comm_bytes
 from ringlab.check.cards import Ask, Slip
+from ringlab.collectives.cost import LINKS
+from ringlab.topology import get_cluster
 
 PARAMS = {"n_params": 7_000_000_000, "n": 64, "meas_s": 0.6}  # the fixed card; 0.6 s an assumed measured time
 MODELS = ("llama-2-7b", "llama-3-8b", "mistral-7b", "llama-2-13b", "llama-3-70b")  # real configs, >= 5e9 params
@@ -23,10 +26,6 @@ SLIPS = (
 def values(n_params: int = 7_000_000_000, n: int = 64, meas_s: float = 0.6) -> dict:
     """DDP, FULL_SHARD, SHARD_GRAD_OP and HYBRID_SHARD traffic of ``n_params`` bf16 parameters on ``n`` GPUs
     (``n // 8`` DGX H100 nodes); ``meas_s`` is the measured all-reduce time of the follow-up."""
-    from ringlab.calc import GB, GiB, bus_bandwidth, grad_comm_bytes
-    from ringlab.collectives.cost import LINKS
-    from ringlab.topology import get_cluster
-
     ddp, fsdp, sgo = (grad_comm_bytes(s, n_params, n) for s in ("ddp", "fsdp_full_shard", "fsdp_shard_grad_op"))
     hsdp = grad_comm_bytes("hybrid_shard", n_params, n, gpus_per_node=8)
     m = ddp.message_bytes
@@ -58,9 +57,6 @@ def values(n_params: int = 7_000_000_000, n: int = 64, meas_s: float = 0.6) -> d
 def draw(rng) -> dict:
     """A model of :data:`MODELS` (its exact parameter count), a world size of :data:`WORLD_SIZES`, and a
     measured all-reduce time at 9-12 % of the rails' busbw (the unhealthy run of the follow-up)."""
-    from ringlab.calc import bus_bandwidth, get_model
-    from ringlab.topology import get_cluster
-
     n_params = get_model(str(rng.choice(MODELS))).param_count()
     n = int(rng.choice(WORLD_SIZES))
     healthy = get_cluster("dgx-h100", n // 8).node_network_bandwidth

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ringlab.calc import GB, GiB, get_model, kv_cache_bytes, kv_cache_bytes_per_token, kv_heads_per_rank
 from ringlab.check.cards import Ask, Slip
 
 PARAMS = {"model": "llama-2-70b", "tokens": 4096, "seqs": 32}  # the fixed card's numbers
@@ -21,8 +22,6 @@ SLIPS = tuple(Slip(key, wrong, "the {heads} query heads used instead of the {kv_
 
 def values(model: str = "llama-2-70b", tokens: int = 4096, seqs: int = 32) -> dict:
     """KV cache of ``seqs`` sequences of ``tokens`` tokens of preset ``model`` in fp16, with the follow-ups."""
-    from ringlab.calc import GB, GiB, get_model, kv_cache_bytes, kv_cache_bytes_per_token, kv_heads_per_rank
-
     m = get_model(model)
     total = kv_cache_bytes(m, tokens, seqs, dtype="fp16")
     wrong = kv_cache_bytes(m.replace(num_key_value_heads=m.num_attention_heads), tokens, seqs, dtype="fp16")
@@ -55,8 +54,6 @@ def values(model: str = "llama-2-70b", tokens: int = 4096, seqs: int = 32) -> di
 
 def _per_layer(long_ctx: int) -> dict:
     """Interleaved (Gemma-2-9B) and hybrid (Nemotron-H-56B) attention, from the per-layer model."""
-    from ringlab.calc import GiB, get_model, kv_cache_bytes, kv_cache_bytes_per_token
-
     g, h = get_model("gemma-2-9b"), get_model("nemotron-h-56b")
     window = g.sliding_window
     per_token = kv_cache_bytes_per_token(g, "fp16")

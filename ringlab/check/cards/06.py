@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ringlab.calc import elementwise_cost, get_hardware, roofline
 from ringlab.check.cards import Ask, Slip
 
 PARAMS = {"hw": "a100-sxm-80gb", "gflop": 512, "gb": 8}  # the fixed card's numbers
@@ -28,8 +29,6 @@ SLIPS = (
 
 def values(hw: str = "a100-sxm-80gb", gflop: int = 512, gb: int = 8) -> dict:
     """Roofline of a kernel of ``gflop`` GFLOP moving ``gb`` GB on preset ``hw`` (dense bf16), with the traps."""
-    from ringlab.calc import elementwise_cost, get_hardware, roofline
-
     flops, nbytes = gflop * 1e9, gb * 1e9
     a100 = roofline(flops, nbytes, hw)  # the drawn GPU; the A100 SXM 80GB of the fixed card
     sparse_peak = roofline(flops, nbytes, hw, sparse=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from ringlab.calc import GB, decode_step, get_hardware, max_batch_for_sla, naive_linear_decode_time
 from ringlab.check.cards import Ask, Slip
 
 PARAMS = {"model": "llama-3-8b", "hw": "h100-sxm", "ctx": 4096, "sla_ms": 20}  # the fixed card's numbers
@@ -23,10 +26,6 @@ SLIPS = (
 def values(model: str = "llama-3-8b", hw: str = "h100-sxm", ctx: int = 4096, sla_ms: int = 20) -> dict:
     """Decode of preset ``model`` in bf16 on one ``hw`` at ``ctx`` tokens of context, under ``sla_ms`` ms per step
     (``decode_step``, ``max_batch_for_sla``); the follow-up's Llama-2-70B over TP=8 stays fixed."""
-    import numpy as np
-
-    from ringlab.calc import GB, decode_step, get_hardware, max_batch_for_sla, naive_linear_decode_time
-
     sla = sla_ms / 1e3
     sweep = decode_step(model, hw, np.array([1, 64]), ctx)
     naive_t, naive_tps = naive_linear_decode_time(model, hw, np.array([1, 64]), ctx)
@@ -58,8 +57,6 @@ def values(model: str = "llama-3-8b", hw: str = "h100-sxm", ctx: int = 4096, sla
 def draw(rng) -> dict:
     """A model, GPU, context and SLA from the tuples above, redrawn until the SLA admits a batch of at
     least 4 and batch 64 is still memory-bound (what the text asserts)."""
-    from ringlab.calc import max_batch_for_sla
-
     while True:
         params = {"model": str(rng.choice(MODELS)), "hw": str(rng.choice(HARDWARE)), "ctx": int(rng.choice(CONTEXTS)),
                   "sla_ms": int(rng.choice(SLAS_MS))}

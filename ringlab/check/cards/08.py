@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from ringlab.calc import bubble_fraction, peak_in_flight, pipeline_schedule
 from ringlab.check.cards import Ask
 
 PARAMS = {"p": 8, "m": 16}  # the fixed card's numbers
@@ -16,10 +19,6 @@ ASKS = (
 
 def values(p: int = 8, m: int = 16) -> dict:
     """Bubble of ``p`` stages and ``m`` micro-batches (``bubble_fraction``, simulated by ``pipeline_schedule``)."""
-    from fractions import Fraction
-
-    from ringlab.calc import bubble_fraction, peak_in_flight, pipeline_schedule
-
     v = 2
     sim = pipeline_schedule(p, m, "1f1b")
     wall = Fraction(p - 1, m + p - 1)

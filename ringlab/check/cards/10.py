@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ringlab.collectives import ring_all_gather_bytes, ring_all_reduce_bytes
+
 
 def values() -> dict:
-    from ringlab.collectives import ring_all_gather_bytes, ring_all_reduce_bytes
-
     n, fields = 4, 11  # fingerprint: op, dtype, ndim, up to 8 dims, as int64
     bucket = 25 * 2**20  # a 25 MiB gradient bucket, for scale
     return {

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ringlab.calc import GB, grad_comm_bytes
+
 
 def values() -> dict:
-    from ringlab.calc import GB, grad_comm_bytes
-
     n_params, n, k = 7e9, 64, 8
     synced = grad_comm_bytes("ddp", n_params, n, grad_accum_steps=k, no_sync=True)
     every = grad_comm_bytes("ddp", n_params, n, grad_accum_steps=k, no_sync=False)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ringlab.calc import layernorm_cost, roofline
+
 
 def values() -> dict:
-    from ringlab.calc import layernorm_cost, roofline
-
     rows, cols, hw = 8192, 4096, "h100-sxm"
     flops, nbytes = layernorm_cost(rows, cols)
     fused = roofline(flops, nbytes, hw)

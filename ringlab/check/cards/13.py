@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from ringlab.calc.training.layout import ParallelLayout
+from ringlab.calc.training.step import item_seconds
+from ringlab.calc.training.traffic import TrafficItem
 from ringlab.check.cards import Ask, Slip
+from ringlab.collectives.cost import LINKS, busiest_bytes
+from ringlab.topology import build_on_cluster, cost_of, get_cluster
 
 ASKS = (
     Ask("fair_ratio", "NVLink 4 over one NDR port, per direction", unit="1", show="x", rel_tol=0.03),
@@ -21,12 +26,6 @@ def values() -> dict:
     """NVLink vs NDR per direction; a 1 GiB ring all-reduce on one and two DGX H100 nodes, NCCL-style
     channels (one NIC per ring crossing) against one ring through one NIC; a 1 GiB all-to-all over the same
     GPUs, its cross-node share on every GPU's NIC (``ringlab.calc.training.step.item_seconds``)."""
-    from ringlab.calc.training.layout import ParallelLayout
-    from ringlab.calc.training.step import item_seconds
-    from ringlab.calc.training.traffic import TrafficItem
-    from ringlab.collectives.cost import LINKS, busiest_bytes
-    from ringlab.topology import build_on_cluster, cost_of, get_cluster
-
     nv, ib = LINKS["nvlink4"], LINKS["ib-ndr"]
     one, two = get_cluster("dgx-h100", 1), get_cluster("dgx-h100", 2)
     t1 = cost_of(build_on_cluster("all_reduce", "ring_channels", one), one, 2**30)

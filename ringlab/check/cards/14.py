@@ -3,7 +3,9 @@ fresh models, pools and prompts."""
 
 from __future__ import annotations
 
+from ringlab.calc import kv_cache_bytes_per_token
 from ringlab.check.cards import Ask, Slip
+from ringlab.serving import BlockManager, block_bytes, pool_blocks
 
 PARAMS = {"model": "llama-2-7b", "block_size": 16, "pool_gib": 60, "requests": 100, "prompt": 1_000}  # the fixed card's numbers
 MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b")  # full attention: every layer caches every token
@@ -31,9 +33,6 @@ def values(model: str = "llama-2-7b", block_size: int = 16, pool_gib: int = 60, 
            prompt: int = 1_000) -> dict:
     """Blocks of preset ``model`` in fp16 (``block_bytes``, ``pool_blocks``), and ``requests`` requests sharing a
     ``prompt``-token system prompt and a 4-way fork, run on ringlab's ``BlockManager``."""
-    from ringlab.calc import kv_cache_bytes_per_token
-    from ringlab.serving import BlockManager, block_bytes, pool_blocks
-
     bs, n = block_size, 4
     blocks = pool_blocks(pool_gib * 2**30, model, bs, "fp16")
     shared = BlockManager(blocks, bs)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from ringlab.calc import get_hardware, get_model
+from ringlab.serving import Request, SchedulerConfig, StepCost, simulate, swap_or_recompute
+
 
 def values() -> dict:
-    from ringlab.calc import get_hardware, get_model
-    from ringlab.serving import Request, SchedulerConfig, StepCost, simulate, swap_or_recompute
-
     model, hw, pool, bs, a_prompt, b_prompt, out = "llama-2-7b", "h100-sxm", 64, 16, 512, 512, 200
     requests = [Request(0, 0.0, tuple(range(a_prompt)), out), Request(1, 1e-6, tuple(range(10_000, 10_000 + b_prompt)), out)]
     naive = simulate(requests, model, hw, pool, bs, SchedulerConfig.naive())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from ringlab.calc import ModelConfig
+from ringlab.calc.training.layout import ParallelLayout
+from ringlab.calc.training.plan import train_plan
 from ringlab.check.cards import Ask, Slip
 
 ASKS = (
@@ -24,8 +27,6 @@ TP, PP, DP, GLOBAL_BATCH = 8, 16, 8, 128  # notebook 17's interview question: 1,
 
 
 def _gpt3():
-    from ringlab.calc import ModelConfig
-
     return ModelConfig.from_hf_config(dict(model_type="gpt2", n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
                                            n_positions=SEQ, vocab_size=VOCAB), name="gpt3-175b")
 
@@ -34,9 +35,6 @@ def values() -> dict:
     """Stage 0 of GPT-3 175B on TP 8 x PP 16 x DP 8, ZeRO-1, selective recompute, with and without sequence
     parallelism (``train_plan``); Mixtral-8x7B's all-to-alls on EP 8 and Llama 3 405B's 8,192-GPU layout
     (Grattafiori et al. 2024, Table 4). Bytes per GPU, shown in GB (1e9) and MB (1e6)."""
-    from ringlab.calc.training.layout import ParallelLayout
-    from ringlab.calc.training.plan import train_plan
-
     model, gb, mb = _gpt3(), 1e9, 1e6
 
     def gpt3_plan(sp: bool):
@@ -67,12 +65,12 @@ def values() -> dict:
     return {
         "hidden": HIDDEN, "n_layers": LAYERS, "heads": HEADS, "seq": SEQ, "tp": TP, "pp": PP, "dp": DP,
         "gpus": plan.layout.world_size, "gb": GLOBAL_BATCH, "m": micro, "layers_here": per_stage, "n_params": n,
-        "params_gb": states.params / gb, "grads_gb": states.grads / gb, "opt_gb": states.optimizer / gb,
+        "params_gb": states.params / gb, "grads_gb": states.grads / gb, "opt_gb": states.optimizer_states / gb,
         "states_gb": states.total / gb, "sp_layer_mb": layer_act / mb, "emb_mb": acts.embedding / mb,
         "act_gb": acts.total / gb, "total_gb": first.total / gb,
         "tp_ar4_mb": 4 * one_ar.bytes_per_call / mb, "tp_layer_mb": tp_layer / mb,
         "wrong_grads_gb": (first.total - states.grads + states.grads / DP) / gb,
-        "wrong_master_gb": (first.total - states.optimizer + 8 * n / DP) / gb,
+        "wrong_master_gb": (first.total - states.optimizer_states + 8 * n / DP) / gb,
         "wrong_flight_gb": (first.total - acts.total + (acts.layers + acts.embedding) / acts.in_flight) / gb,
         "wrong_flight_act_gb": (acts.total - acts.layers - acts.embedding
                                 + (acts.layers + acts.embedding) / acts.in_flight) / gb,

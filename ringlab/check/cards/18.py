@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+from ringlab.calc.training.timeline import (
+    LayerCost,
+    TensorParallel,
+    bucket_step,
+    collective_time,
+    ddp_buckets,
+    ddp_step,
+    fsdp_step,
+    model_layer_costs,
+)
 from ringlab.check.cards import Ask, Slip
+from ringlab.topology import get_cluster
 
 PARAMS = {"k": 8, "backward_ms": 2.0, "fast_ms": 1.5, "slow_ms": 3.0}  # notebook 18's interview question
 BUCKETS = (4, 6, 8, 12, 16)
@@ -31,11 +42,6 @@ def values(k: int = 8, backward_ms: float = 2.0, fast_ms: float = 1.5, slow_ms: 
     (``bucket_step``); then notebook 18's fixed 8-layer model under DDP and FSDP (``ddp_step``, ``fsdp_step``),
     with tensor parallelism, and Llama-3-8B on 64 H100s, 8 DGX H100 nodes (``model_layer_costs``; its
     collectives run as NCCL-style rings over every NIC of the ``dgx-h100`` preset, not one link per rank)."""
-    from ringlab.calc.training.timeline import (
-        LayerCost, TensorParallel, bucket_step, collective_time, ddp_buckets, ddp_step, fsdp_step, model_layer_costs,
-    )
-    from ringlab.topology import get_cluster
-
     c, fast, slow = backward_ms / 1e3, fast_ms / 1e3, slow_ms / 1e3
     t_fast = bucket_step([c] * k, [fast] * k)
     t_slow = bucket_step([c] * k, [slow] * k)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from types import ModuleType
 
+from ringlab.course import resolve_card
+
 SECTIONS = ("Question", "Answer", "Follow-ups")
 OPTIONAL_SECTIONS = ("Hints", "Rubric")
 UNITS = ("B", "s", "B/s", "FLOP/B", "1")  # what an Ask's value is measured in; "1" is a plain number
@@ -131,8 +133,6 @@ def resolve(card_id: str) -> tuple[str, str | None]:
     Accepts ``"05"``, ``"5"`` and the old ``"P5"``/``"p05"`` (mapped by :func:`ringlab.course.resolve_card`).
     Raises ValueError naming the shipped cards when the id is unknown or its topic has no card yet.
     """
-    from ringlab.course import resolve_card
-
     ids = card_ids()
     try:
         cid, note = resolve_card(card_id)

@@ -4,7 +4,7 @@
   collective): bytes}``: DDP, FSDP SHARD_GRAD_OP and FULL_SHARD, per rank, ring collectives.
 
 Expected values are written out here from the formulas (ZeRO paper sec. 7), not taken from
-``ringlab.calc``; tests/test_calc_graders.py checks that both agree. Wrong answers that match a known
+``ringlab.calc``; tests/check/graders/test_calc_graders.py checks that both agree. Wrong answers that match a known
 mistake get a message naming it: FULL_SHARD counted like SHARD_GRAD_OP (2x instead of 3x (N-1)/N M),
 an all-reduce counted as M, a missing (N-1)/N.
 """

@@ -10,6 +10,18 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+
+from ringlab.dist import LaunchTimeout, RankError, launch
+from ringlab.labs.grad_accum import (
+    BUCKET_LAYOUTS,
+    AllReduceCounter,
+    flat_grad,
+    full_batch_gradient,
+    make_batches,
+    make_model,
+    mse,
+)
+
 from ..engine import CaseFailure, run_grader
 from ..exercise import Exercise
 
@@ -34,9 +46,6 @@ def _accum_rank(path: str, name: str, cases: list[dict], seed: int = 0) -> list[
     """Body of each grading rank: one record per case (counts, checksums, error)."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from ringlab.labs.grad_accum import (BUCKET_LAYOUTS, AllReduceCounter, flat_grad, full_batch_gradient,
-                                         make_batches, make_model, mse)
 
     fn = _load_by_path(path, name)
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -79,8 +88,6 @@ def _accum_rank(path: str, name: str, cases: list[dict], seed: int = 0) -> list[
 
 def _run_accumulation(fn) -> dict:
     """Grade every 11a case in one launch; ``{(k, layout): record}`` or CaseFailure."""
-    from ringlab.dist import LaunchTimeout, RankError, launch
-
     path = inspect.getsourcefile(fn) if inspect.isfunction(fn) else None
     if path is None or fn.__name__ == "<lambda>" or fn.__qualname__ != fn.__name__:
         raise CaseFailure("accumulate_gradients must be a module-level function in a .py file "

@@ -4,7 +4,7 @@
   config dict, with GQA, MQA, explicit ``head_dim`` and sliding-window models.
 
 Expected values are written out here from the attention layout of the HF configs, not taken from
-``ringlab.calc``; tests/test_calc_graders.py checks that both agree. Wrong answers that match a known
+``ringlab.calc``; tests/check/graders/test_calc_graders.py checks that both agree. Wrong answers that match a known
 mistake get a message naming it: num_attention_heads used as KV heads, no factor 2, an ignored window.
 """
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 
-from ringlab.calc.training.timeline import bucket_step
+from ringlab.calc.training.timeline import bucket_step, collective_time, ddp_buckets, model_layer_costs
+from ringlab.topology import get_cluster
 
 from ..engine import CaseFailure, as_number, run_grader
 from ..exercise import Exercise
@@ -34,9 +35,6 @@ def _ms(values) -> list[float]:
 def _model_case() -> dict:
     """Llama-3-8B on 64 H100s, 8 DGX H100 nodes whose rings leave each node on its 8 NDR rails (as notebook 18
     times it): torch DDP's 25 MiB buckets, backward at 50% of peak."""
-    from ringlab.calc.training.timeline import collective_time, ddp_buckets, model_layer_costs
-    from ringlab.topology import get_cluster
-
     layers = model_layer_costs("llama-3-8b", 4096, 1, "h100-sxm", 0.5)
     buckets = ddp_buckets(layers)
     cluster = get_cluster("dgx-h100", 8)

@@ -13,8 +13,12 @@ found by key.
 from __future__ import annotations
 
 import numbers
+
+from ringlab.serving import BlockManager, OutOfBlocksError
+
 from ..engine import CaseFailure, run_grader
 from ..exercise import Exercise
+
 
 def _decoded(seq, position: int) -> int:
     """A token no other sequence decodes (so decoding never recreates another sequence's full block).
@@ -132,8 +136,6 @@ def _why_shared(place, other, lengths, tokens, block_size) -> str:
 
 
 def check_allocator(cls, num_blocks: int, block_size: int, ops: list) -> None:
-    from ringlab.serving import BlockManager, OutOfBlocksError
-
     ref = BlockManager(num_blocks, block_size)
     mine = cls(num_blocks, block_size)
     lengths, tokens, prompts = {}, {}, {}  # prompts: tokens a sequence got by allocate (or its parent's, by fork)

@@ -26,8 +26,12 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+
 import numpy as np
+
 from ringlab.collectives import chunk_sizes
+from ringlab.dist import LaunchTimeout, RankError, launch
+
 from ..engine import CaseFailure, run_grader
 from ..exercise import Exercise
 from ..result import NOT_ATTEMPTED, WRONG, GradeResult, TrafficRow
@@ -230,8 +234,6 @@ def check_case(case: dict, outcomes: dict) -> None:
 
 def _run(fn, cases: list[dict]) -> dict:
     """One launch of every case; ``{case index: {rank: outcome}}``, or CaseFailure when the launch failed."""
-    from ringlab.dist import LaunchTimeout, RankError, launch
-
     reference = _reference(fn)
     with tempfile.TemporaryDirectory(prefix="ringlab-03a-") as progress:
         try:

@@ -18,6 +18,14 @@ again with one more expert per token, since top_k = 2 halves the bytes as forget
 
 from __future__ import annotations
 
+from ringlab.calc import ModelConfig
+from ringlab.calc.comm import ring_bytes_per_rank
+from ringlab.calc.pipeline import peak_in_flight
+from ringlab.calc.training.activations import layer_activation_bytes
+from ringlab.calc.training.layout import ParallelLayout
+from ringlab.calc.training.memory import Precision, sharded_state_bytes
+from ringlab.collectives import pairwise_all_to_all_bytes
+
 from ..engine import CaseFailure, as_bytes, run_grader, within_a_byte
 from ..exercise import Exercise
 
@@ -27,8 +35,6 @@ TRAFFIC_KEYS = ("tp", "ep")
 
 
 def _gpt(hidden: int, heads: int, layers: int):
-    from ringlab.calc import ModelConfig
-
     return ModelConfig.from_hf_config(dict(model_type="gpt2", n_embd=hidden, n_layer=layers, n_head=heads,
                                            n_positions=2048, vocab_size=51200), name="exercise-gpt")
 
@@ -36,11 +42,6 @@ def _gpt(hidden: int, heads: int, layers: int):
 def expected_memory(n_params, dp, zero_stage, hidden, heads, layers, seq_len, micro_batch, tp, pp,
                     sequence_parallel) -> dict[str, int]:
     """17a's answer from ringlab's calculators (module docstring)."""
-    from ringlab.calc.pipeline import peak_in_flight
-    from ringlab.calc.training.activations import layer_activation_bytes
-    from ringlab.calc.training.layout import ParallelLayout
-    from ringlab.calc.training.memory import Precision, sharded_state_bytes
-
     params, grads, optimizer = sharded_state_bytes(n_params, dp, STAGES[zero_stage], Precision())
     model = _gpt(hidden, heads, layers)
     layout = ParallelLayout(tp=tp, sequence_parallel=bool(sequence_parallel and tp > 1))
@@ -117,9 +118,6 @@ def check_memory(fn, **case) -> None:
 
 def expected_traffic(hidden, seq_len, micro_batch, tp, ep, top_k, bytes_per_element) -> dict[str, int]:
     """17b's answer from ringlab's collectives: 4 ring all-reduces and 4 pairwise all-to-alls."""
-    from ringlab.calc.comm import ring_bytes_per_rank
-    from ringlab.collectives import pairwise_all_to_all_bytes
-
     tokens = micro_batch * seq_len
     tp_bytes = 4 * ring_bytes_per_rank("all_reduce", tokens * hidden, tp, bytes_per_element) if tp > 1 else 0
     ep_bytes = 4 * int(pairwise_all_to_all_bytes(ep, tokens * top_k * hidden, bytes_per_element)[0]) if ep > 1 else 0

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from ringlab.dist import launch
 from ringlab.optional import require_torch
 
 from .fingerprint import CollectiveMismatchError
@@ -181,8 +182,6 @@ def run_scenarios(cases: Sequence[tuple[str, str]], world_size: int = 4, timeout
     unknown scenario or mode, ``world_size < 2`` or a bad ``odd_rank``; errors of
     :func:`ringlab.dist.launch` (a rank process dying, the overall deadline) propagate.
     """
-    from ringlab.dist import launch
-
     for scenario, mode in cases:
         if scenario not in SCENARIOS:
             raise ValueError(f"scenario={scenario!r}; accepted: {', '.join(SCENARIOS)}")

@@ -128,3 +128,22 @@ def test_table_2_for_the_papers_models(name, sp, recompute):
     s, b, t = 2048, 1, 8
     got = layer_activation_bytes(m, m.layers[0], s, b, ParallelLayout(tp=t, sequence_parallel=sp), recompute).total
     assert got == pytest.approx(_korthikanti(s, b, h, a, t, sp, recompute), abs=1)
+
+
+def _megatron_chunk0_at_peak(p: int, v: int, m: int) -> int:
+    """Micro-batches in flight through model chunk 0 on the first stage at its peak, counted by walking Megatron-LM's
+    interleaved order (forward_backward_pipelining_with_interleaving): the first stage runs 2 (p - 1) + (v - 1) p
+    warm-up forwards, then one more before its first backward; forwards take micro-batches in groups of p through
+    chunk 0, then chunk 1, ... (micro-batches 0..p-1 through chunks 0..v-1, then p..2p-1, ...)."""
+    peak = min(2 * (p - 1) + (v - 1) * p + 1, m * v)
+    return sum(1 for k in range(peak) if (k // p) % v == 0)
+
+
+@pytest.mark.parametrize("p, v, m", [(8, 3, 24), (2, 2, 4), (4, 2, 8), (4, 2, 4), (8, 1, 64)])
+def test_the_embedding_mask_counts_the_micro_batches_in_chunk_0(gpt3, p, v, m):
+    lay = ParallelLayout(dp=1, tp=8, pp=p, virtual_stages=v, sequence_parallel=True)
+    first = stage_activation_bytes(gpt3, lay, check_layout(gpt3, lay, 2048, 1, m), "selective")[0]
+    # 1F1B without interleaving: p micro-batches in flight on the first stage, each through its only chunk
+    in_chunk_0 = min(p, m) if v == 1 else _megatron_chunk0_at_peak(p, v, m)
+    assert v == 1 or in_chunk_0 == min(2 * p - 1, m)
+    assert first.embedding == 2048 * 12288 * in_chunk_0 // 8  # 1-byte mask of s b h, sequence-sharded over t

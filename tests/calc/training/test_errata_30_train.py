@@ -61,7 +61,7 @@ def _zero_paper(strategy: str, psi: int, n: int) -> tuple[int, int, int]:
 def test_model_states_follow_the_zero_paper_for_any_number_of_micro_batches(strategy, n, microbatches):
     psi = TINY.param_count()
     (states,) = model_state_memory(TINY, ParallelLayout(dp=n), strategy, Precision(), microbatches)
-    assert (states.params, states.grads, states.optimizer) == _zero_paper(strategy, psi, n)
+    assert (states.params, states.grads, states.optimizer_states) == _zero_paper(strategy, psi, n)
 
 
 @pytest.mark.parametrize("microbatches", [1, 4, 16])

@@ -60,7 +60,7 @@ def test_bubble_is_the_1f1b_fraction():
     lay = ParallelLayout(pp=4)
     st = _time(m, lay, 1024, 1, 8, strategy="ddp")
     states = model_state_memory(m, lay, "ddp")[st.stage]
-    optimizer = states.optimizer // 12 * optimizer_bytes_per_param() / st.hbm_bandwidth  # once per step, no bubble
+    optimizer = states.optimizer_states // 12 * optimizer_bytes_per_param() / st.hbm_bandwidth  # once per step, no bubble
     assert st.bubble == pytest.approx(3 / 8 * (st.compute + st.memory_bound - optimizer))
 
 

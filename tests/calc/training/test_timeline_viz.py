@@ -1,6 +1,7 @@
 """Gantt charts and the explorer of ringlab.viz.timeline: what is drawn matches the timeline it draws."""
 
 import contextlib
+import functools
 import io
 import subprocess
 import sys
@@ -85,21 +86,59 @@ def test_exposed_sweep_dots_lie_on_the_closed_form_line():
     assert list(dots.get_ydata()) == pytest.approx(list(line.get_ydata()), rel=1e-9, abs=1e-12)
 
 
-def test_explorer_redraws_on_every_control_and_never_prints():
+@functools.cache
+def _layers(gpu):
+    from ringlab.calc.training.timeline import model_layer_costs
+
+    return model_layer_costs("llama-3-8b", 2048, 1, gpu, 0.5)
+
+
+def _expected_timeline(strategy, bucket_mb, world, topology, prefetch, two_streams):
+    """The step the explorer should draw for these settings: llama-3-8b, 2048 tokens x 1 on the cluster's GPU at
+    50% of peak (the explorer's defaults), on ``world`` GPUs of ``topology`` placed as calc train places them."""
+    from ringlab.calc.training.step import PRESET_HARDWARE, resolve_cluster
+
+    layers, cluster = _layers(PRESET_HARDWARE[topology]), resolve_cluster(topology, world)
+    if strategy == "ddp":
+        return ddp_step(layers, world, cluster, bucket_cap_mb=bucket_mb)
+    return fsdp_step(layers, world, cluster, forward_prefetch=prefetch, backward_prefetch=prefetch,
+                     streams="two" if two_streams else "one")
+
+
+def test_explorer_draws_what_each_control_asks_for_and_never_prints(monkeypatch):
+    """Each control redraws the Gantt chart of the timeline its settings give: one bar per task that takes time and
+    red bars exactly as long as the exposed communication, one row per stream, and the step time in the caption.
+    Only the first drawing is encoded to PNG; the redraws are read from the figure itself."""
+    import ringlab.viz.timeline as viz
+
     out = io.StringIO()
+    drawn = []
     with contextlib.redirect_stdout(out):
         box = timeline_explorer("llama-3-8b", seq_len=2048)
-        controls = {w.description: w for row in box.children[:2] for w in row.children}
         image, caption = box.children[-1], box.children[-2]
-        seen = {bytes(image.value)}
-        for description, value in (("bucket MiB", 1000.0), ("world_size", 8), ("cluster", "dgx-b200"),
-                                   ("strategy", "fsdp"), ("FSDP prefetch", False),
-                                   ("FSDP: AG and RS on two streams", True)):
+        assert bytes(image.value)[:4] == b"\x89PNG"
+        monkeypatch.setattr(viz, "show", lambda image, caption, canvas, text: drawn.append(
+            (_bars(canvas.fig.axes[0]), [t.get_text() for t in canvas.fig.axes[0].get_yticklabels()], text)))
+        controls = {w.description: w for row in box.children[:2] for w in row.children}
+        settings = {"strategy": "ddp", "bucket_mb": 25, "world": 64, "topology": "dgx-h100", "prefetch": True,
+                    "two_streams": False}
+        for description, key, value in (("bucket MiB", "bucket_mb", 1000.0), ("world_size", "world", 8),
+                                        ("cluster", "topology", "dgx-b200"), ("strategy", "strategy", "fsdp"),
+                                        ("FSDP prefetch", "prefetch", False),
+                                        ("FSDP: AG and RS on two streams", "two_streams", True)):
             controls[description].value = value
-            seen.add(bytes(image.value))
+            settings[key] = value
+            expected = _expected_timeline(**settings)
+            bars, rows, text = drawn[-1]
+            red = sum(w for _, w, c in bars if _is_exposed(c))
+            assert red == pytest.approx(sum(expected.exposed().values()) * 1e3, rel=1e-9), description
+            busy = sum(1 for t in expected.tasks if t.duration > 0)
+            assert sum(1 for _, _, c in bars if not _is_exposed(c)) == busy, description
+            assert rows == list(expected.streams()), description
+            assert f"step {expected.step_time * 1e3:.1f} ms" in text, description
     assert out.getvalue() == ""
-    assert len(seen) == 7 and all(v[:4] == b"\x89PNG" for v in seen)
-    assert "sent" in caption.value and controls["bucket MiB"].disabled
+    assert len(drawn) == 6 and all(drawn[i][0] != drawn[i + 1][0] for i in range(5))  # every control changed it
+    assert controls["bucket MiB"].disabled and not controls["FSDP prefetch"].disabled  # FSDP: no DDP buckets
 
 
 def test_import_ringlab_does_not_load_matplotlib_or_the_timeline():

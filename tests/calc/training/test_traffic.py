@@ -81,6 +81,17 @@ def test_ep_all_to_all_is_four_per_moe_layer_and_matches_the_schedule(ep):
     assert fwd.bytes_per_call == simulated
 
 
+@pytest.mark.parametrize("tp", [2, 4])
+def test_ep_under_sequence_parallelism_dispatches_the_tp_ranks_sequence_shard(tp):
+    """With SP each TP rank holds seq / tp tokens after the attention block, and routes only those."""
+    _, items = _items(TINY_MOE, ParallelLayout(dp=4, ep=4, tp=tp, sequence_parallel=True), seq=48)
+    numel = 48 // tp * 2 * 64  # local tokens x top-k x h
+    simulated = run_schedule(pairwise_all_to_all(4), _halves(numel, 4)).traffic.bytes_sent.max()
+    assert _pick(items, "ep", "all_to_all", "forward").bytes_per_call == simulated
+    _, plain = _items(TINY_MOE, ParallelLayout(dp=4, ep=4, tp=tp), seq=48)  # no SP: every TP rank routes all
+    assert _pick(plain, "ep", "all_to_all", "forward").bytes_per_call == tp * simulated
+
+
 def test_load_imbalance_scales_the_busiest_rank():
     _, even = _items(TINY_MOE, ParallelLayout(dp=4, ep=4), seq=64)
     _, hot = _items(TINY_MOE, ParallelLayout(dp=4, ep=4), seq=64, load_imbalance=2.0)
@@ -108,11 +119,16 @@ def test_pp_messages_per_stage(p, v, m, sp):
     model = TINY.replace(num_hidden_layers=8)
     lay = ParallelLayout(pp=p, virtual_stages=v, tp=2 if sp else 1, sequence_parallel=sp)
     batch = check_layout(model, lay, 32, 1, m)
+    # Interleaved placement (Narayanan et al. 2021, sec. 2.2): model chunk c of p x v lives on stage c % p. Every
+    # micro-batch crosses each boundary c -> c + 1 forward (sent by chunk c's stage) and back (sent by c + 1's).
+    chunks = p * v
     for stage in range(p):
         items = [i for i in stage_traffic(model, lay, batch, stage) if i.dim == "pp"]
         counts = {i.phase: i.count for i in items}
-        assert counts.get("forward", 0) == m * (v if stage < p - 1 else v - 1)
-        assert counts.get("backward", 0) == m * (v if stage > 0 else v - 1)
+        forward = sum(1 for c in range(chunks - 1) if c % p == stage)
+        backward = sum(1 for c in range(1, chunks) if c % p == stage)
+        assert counts.get("forward", 0) == m * forward
+        assert counts.get("backward", 0) == m * backward
         for i in items:
             assert i.message_bytes == 2 * 32 * 64 // (2 if sp else 1)
 

@@ -1,0 +1,3 @@
+module ringlab.local/go
+
+go 1.19
