@@ -1,4 +1,4 @@
-"""Fixtures for the browser tests: ONE JupyterLab server and one headless Chromium for the whole session.
+"""Fixtures for the browser tests: ONE JupyterLab server for the whole session, one headless Chromium per module.
 
 Starting JupyterLab costs 5-15 s on a busy 2-core machine, so every browser test shares one server. It serves a
 temporary copy of the course the way ``make lab`` serves the checkout (``labserver.start_lab(course=True)``: the
@@ -17,7 +17,8 @@ Fixtures for a new browser test (e.g. a test of notebook NN):
   saved workspaces). Use it instead of ``lab`` when the test edits files or records progress, or asserts that
   nothing has been done yet; name it before ``page`` (``def test_x(fresh_lab, page)``) so that the reset after the
   test comes once its page is closed.
-- ``browser`` (the Chromium instance, for tests that make their own contexts) and ``artifacts`` (the folder
+- ``browser`` (the Chromium instance, per test module: see its docstring; for tests that make their own
+  contexts) and ``artifacts`` (the folder
   for screenshots, test-artifacts/browser/).
 
 All are torn down by finalizers, so a failing test still stops the server (its whole process group and its
@@ -80,8 +81,12 @@ def fresh_lab(lab):
     lab.reset_learner_state()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_executable):
+    """Chromium under Playwright's sync API, one per test module. Not per session: while the sync API is started
+    it keeps an event loop marked running in the main thread, so every later ``asyncio.run()`` in the same
+    pytest process (tests/shards, the topic-19 graders) would fail with "cannot be called from a running event
+    loop"."""
     from playwright.sync_api import sync_playwright
 
     playwright = sync_playwright().start()

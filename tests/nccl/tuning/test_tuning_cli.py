@@ -68,7 +68,10 @@ def test_cost_nccl_json_and_env(capsys):
     (["--topology", "mi300x-platform", "--nccl"], "RCCL"),
     (["--topology", "dgx-h100", "--collective", "all_to_all", "--nccl"], "send/recv"),
     (["--nccl"], "needs --topology"),
-    (["--topology", "dgx-h100", "--nccl-env", "NCCL_PROTO=LL"], "need --nccl"),
+    (["--topology", "dgx-h100", "--nccl-env", "NCCL_PROTO=LL"], "--nccl-env needs --nccl"),
+    (["--topology", "dgx-h100", "--nccl-version", "2.19", "--compcap", "90"],
+     "--nccl-version and --compcap need --nccl"),
+    (["--nccl-version", "2.19"], "--nccl-version needs --topology"),
     (["--topology", "dgx-h100", "--nccl", "--nccl-version", "2.4"], "invalid choice"),
 ])
 def test_cost_nccl_refusals(capsys, argv, message):
