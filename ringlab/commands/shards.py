@@ -183,7 +183,7 @@ def serve_main(argv: list[str]) -> int:
         with open(args.records, "w", encoding="utf-8") as fh:
             fh.write(cli_args.json_text(records.to_dict()) + "\n")
     print(textfmt.wrap(f"{p.prog}: {'interrupted; ' if interrupted else ''}{len(records.requests)} requests on "
-                       f"{len(records.connections)} connections, at most {records.peak_connections} open at once"),
+                       f"{sum(not c.foreign for c in records.connections)} connections, at most {records.peak_connections} open at once"),
           file=sys.stderr)
     return 0
 

@@ -15,12 +15,14 @@ OUTCOMES = ("complete", "reset", "truncated", "stalled", "client-closed", "error
 @dataclass
 class ConnectionRecord:
     """One TCP connection: ``id`` (0-based, in accept order), ``opened``/``closed`` (s since t0; closed None
-    while open) and how many ``requests`` it carried."""
+    while open), how many ``requests`` it carried, and ``foreign``: the peer spoke another protocol and was hung
+    up on (a stale ZeroMQ socket reconnecting to a reused port); it is in none of the counts."""
 
     id: int
     opened: float
     closed: float | None = None
     requests: int = 0
+    foreign: bool = False
 
 
 @dataclass

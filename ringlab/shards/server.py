@@ -14,7 +14,11 @@ connections a client held open at once, whether it left any open, how it retried
 Connections are counted as TCP connections: one is counted closed once the server reads its end (EOF or
 RST). At each accept the server first sweeps the open ones for a close the client already made, so a client
 that closes one connection and then opens another is never counted as holding both (on loopback the close
-reaches the server's socket before the new connection does).
+reaches the server's socket before the new connection does). A peer whose first byte cannot start an HTTP
+request speaks another protocol: it is hung up on, marked ``foreign`` and left out of every count. The port
+is an ephemeral one and may be the old port of a Jupyter kernel that is gone; ZeroMQ then reconnects to it
+every 100 ms and sends its greeting (0xFF ...). Counted as a client, it would make a correct downloader look
+like it leaks a connection.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ringlab.shards.records import ConnectionRecord, RequestRecord, ServerRecord
 HOST = "127.0.0.1"
 CHUNK = 64 * 1024  # bytes per send when unthrottled
 BURST = 0.25  # seconds: how far a throttled response may catch up after its thread was scheduled late
+_REQUEST_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ\r\n")  # a method token's first byte (or a stray CRLF)
 _SHA_CACHE: dict[tuple, str] = {}  # (path, size, mtime_ns) -> sha256: a test run serves the same files often
 
 
@@ -50,6 +55,17 @@ def _peer_closed(sock) -> bool:
         return False
     except OSError:
         return True
+
+
+def _peak(connections) -> int:
+    """Most connections open at once, from their (opened, closed) times; at equal times a close goes first, as
+    the sweep at each accept counts it."""
+    events = sorted(e for c in connections for e in ((c.opened, 1), (c.closed, -1)) if e[0] is not None)
+    most = now = 0
+    for _, step in events:  # (t, -1) sorts before (t, 1)
+        now += step
+        most = max(most, now)
+    return most
 
 
 class _Link:
@@ -72,6 +88,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # noqa: A002 - quiet; the records say what happened
         pass
+
+    def handle(self):
+        if self.server.owner._classify(self.connection):  # an HTTP client: answer its requests
+            super().handle()
 
     def do_GET(self):  # noqa: N802 - http.server's naming
         self.server.owner._answer(self, head=False)
@@ -236,6 +256,23 @@ class ShardServer:
             self._records.connections.append(rec)
             self._open[id(sock)] = (sock, rec)
             self._records.peak_connections = max(self._records.peak_connections, len(self._open))
+
+    def _classify(self, sock) -> bool:
+        """Wait (in the connection's handler thread) for its first byte: True when it can start an HTTP request
+        or the peer hung up; otherwise mark the connection foreign, take it out of the counts and return False."""
+        try:
+            first = sock.recv(1, socket.MSG_PEEK)  # blocks until the peer writes or hangs up
+        except OSError:
+            return True  # a reset: an ordinary close, counted as one by the handler's ending
+        if not first or first[0] in _REQUEST_START:
+            return True
+        with self._lock:
+            entry = self._open.pop(id(sock), None)
+            if entry is not None:
+                entry[1].foreign = True
+                entry[1].closed = time.monotonic() - self._records.t0
+                self._records.peak_connections = _peak(c for c in self._records.connections if not c.foreign)
+        return False
 
     def _closed(self, sock) -> None:
         with self._lock:

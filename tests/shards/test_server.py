@@ -211,6 +211,27 @@ def test_a_closed_connection_is_not_counted_with_the_next(serve):
     assert server.records.peak_connections == 1
 
 
+def test_a_peer_speaking_another_protocol_is_not_counted(serve, checkpoint):
+    """A stale ZeroMQ socket reconnecting to the reused port (its greeting starts 0xFF) while a client holds two
+    connections is hung up on and left out of the counts; the silent connection is counted."""
+    server = serve()
+    silent = socket.create_connection(("127.0.0.1", server.port))
+    conn, resp = get(server, "/" + checkpoint.files[0])
+    resp.read()
+    zmq_like = socket.create_connection(("127.0.0.1", server.port))
+    zmq_like.sendall(b"\xff" + b"\x00" * 8 + b"\x7f")
+    zmq_like.settimeout(10)
+    assert zmq_like.recv(1) == b""  # the server hung up
+    records = server.records
+    assert records.open_connections == 2 and records.peak_connections == 2
+    assert [c.foreign for c in records.connections] == [False, False, True]
+    assert server.wait_idle(0.2) == 2
+    conn.close()
+    silent.close()
+    zmq_like.close()
+    assert server.wait_idle(5.0) == 0
+
+
 def test_probability_rules_follow_the_seed(serve, checkpoint):
     def hits(seed):
         server = serve("*?0.5=status:500", seed=seed)

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ringlab.local/go/shards"
@@ -72,6 +74,7 @@ type Server struct {
 	requests       map[string][]Request
 	inflight, peak int
 	open, peakOpen int
+	active         map[net.Conn]bool // connections that have carried a request: the ones counted
 	gateOnce       sync.Once
 	gateOpen       chan struct{}
 	handlerCtx     context.Context // done when the server closes: ends stalls and latencies
@@ -83,7 +86,7 @@ type Server struct {
 func NewServer(cfg Config) *Server {
 	rng := rand.New(rand.NewSource(cfg.Seed))
 	s := &Server{Config: cfg, Files: map[string][]byte{}, requests: map[string][]Request{},
-		gateOpen: make(chan struct{})}
+		gateOpen: make(chan struct{}), active: map[net.Conn]bool{}}
 	weightMap := map[string]string{}
 	n := cfg.Shards
 	for i := 0; i < n; i++ {
@@ -99,6 +102,7 @@ func NewServer(cfg Config) *Server {
 	s.Files[shards.IndexName] = index
 	s.handlerCtx, s.cancelHandlers = context.WithCancel(context.Background())
 	s.Server = httptest.NewUnstartedServer(s)
+	s.Server.Listener = httpOnly{s.Server.Listener}
 	s.Server.Config.ConnState = s.connState
 	s.Server.Start()
 	return s
@@ -115,17 +119,51 @@ func (s *Server) Close() {
 	})
 }
 
-func (s *Server) connState(_ net.Conn, state http.ConnState) {
+// httpOnly hangs up on a peer whose first byte cannot start an HTTP request. The port is an ephemeral one, and
+// a stale ZeroMQ socket of a Jupyter kernel that is gone may reconnect to it every 100 ms and send its greeting
+// (0xFF ...); net/http would wait for that greeting's first line forever, in a goroutine the leak check counts.
+type httpOnly struct{ net.Listener }
+
+func (l httpOnly) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &firstByteConn{Conn: c}, nil
+}
+
+type firstByteConn struct {
+	net.Conn
+	checked atomic.Bool
+}
+
+func (c *firstByteConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.checked.Swap(true) && !(p[0] >= 'A' && p[0] <= 'Z' || p[0] == '\r' || p[0] == '\n') {
+		return 0, io.EOF // no byte reaches net/http: the connection never becomes active, and is closed silently
+	}
+	return n, err
+}
+
+// connState counts a connection from its first request, not from its accept, so a foreign peer is never
+// counted as the client's.
+func (s *Server) connState(c net.Conn, state http.ConnState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch state {
-	case http.StateNew:
-		s.open++
-		if s.open > s.peakOpen {
-			s.peakOpen = s.open
+	case http.StateActive:
+		if !s.active[c] {
+			s.active[c] = true
+			s.open++
+			if s.open > s.peakOpen {
+				s.peakOpen = s.open
+			}
 		}
 	case http.StateClosed, http.StateHijacked:
-		s.open--
+		if s.active[c] {
+			delete(s.active, c)
+			s.open--
+		}
 	}
 }
 
