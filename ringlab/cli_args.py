@@ -8,7 +8,8 @@
 
 Commands build their parser with :class:`ArgumentParser`, so a bad value exits with status 2 and
 one line, ``prog: error: argument --size: '2,5GB': ... (--help lists the options)``: argparse names
-the option, the message names the value and the accepted forms.
+the option, the message names the value and the accepted forms. A command with subcommands
+(``ringlab calc kv``) hands its table of them to :func:`dispatch`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import importlib
 import json
 import math
 import os
@@ -240,3 +242,23 @@ def read_input(name: str, limit: int = 256 * 2**20) -> bytes:
     if len(data) > limit:
         raise ValueError(f"{name}: larger than {limit:,} bytes; not a log or a table this tool reads")
     return data
+
+
+def dispatch(prog: str, subcommands: dict[str, tuple[str, str, str]], argv: list[str], *, usage: str,
+             noun: str = "subcommand", sort: bool = False) -> int:
+    """Run ``prog NAME ARGS...``: call the function ``subcommands[NAME]`` names on ARGS and return its exit code.
+
+    ``subcommands`` maps NAME to ``(module, function, one-line summary)``; the module is imported only when
+    NAME is chosen, and the function takes ``argv`` and returns an exit code (None counts as 0). No NAME,
+    ``-h`` or ``--help``: print ``usage`` and return 0. An unknown NAME: one line on stderr, ``prog: unknown
+    NOUN 'x'; choose one of: a, b`` (the names sorted when ``sort``, else in the table's order), and return 2.
+    """
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage)
+        return 0
+    if argv[0] not in subcommands:
+        names = sorted(subcommands) if sort else list(subcommands)
+        print(f"{prog}: unknown {noun} {argv[0]!r}; choose one of: {', '.join(names)}", file=sys.stderr)
+        return 2
+    module, function, _ = subcommands[argv[0]]
+    return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)

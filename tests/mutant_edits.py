@@ -29,6 +29,12 @@ _SMI = "09_gpu_monitor.py"
 
 _ACC = "11_grad_accumulation.py"
 
+# 19a's worked answer: the lines its classic mistakes touch
+_SHARDS = "19_shard_download.py"
+_PER_REQUEST = "per_request = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)"
+_LIMIT = "async with limit:  # released on every exit: return, exception, cancellation"
+_FIRST_ERROR = "raise failed.exceptions[0] from None  # the first error, in words that name the shard"
+
 EDITS = {
     "16a_first_via_line": (_NCCL, [('wanted = [v for v in via if v.startswith("NET/")] if nodes > 1 else '
                                      '[v for v in via if not v.startswith("NET/")]', "wanted = via", 1)],
@@ -148,6 +154,67 @@ EDITS = {
     "16a_na_counts_as_wrong": (_NCCL, [('wrong += sum(int(fields[i]) for i in (8, 12) if fields[i] != "N/A")',
                                         'wrong += sum(1 if fields[i] == "N/A" else int(fields[i]) for i in (8, 12))', 1)],
                                ["N/A", "not checked"], "reads #wrong N/A (results not checked, -c 0) as wrong results"),
+    "19a_one_task_per_shard": (_SHARDS, [(_LIMIT, "if True:  # no limit: every shard's request goes out at once", 1)],
+                               ["requests at once", "nothing bounds"],
+                               "one task per shard and nothing bounding them: every request goes out at once"),
+    "19a_permit_not_released": (_SHARDS, [
+        (_LIMIT, "await limit.acquire()  # given back below, on success or a final status only\n            if True:", 1),
+        ("            if status in (200, 206):\n", "            if status in (200, 206):\n                limit.release()\n", 1),
+        ("                if status not in RETRY_STATUS:\n",
+         "                if status not in RETRY_STATUS:\n                    limit.release()\n", 1),
+    ], ["semaphore", "error path"],
+        "acquires the semaphore by hand and releases it on success or a final status only: a failed attempt keeps it"),
+    "19a_connect_timeout_only": (_SHARDS, [(_PER_REQUEST, "per_request = httpx.Timeout(None, connect=connect_timeout)", 1)],
+                                 ["no read timeout"],
+                                 "sets only a connect timeout: a body that goes silent is waited for until the deadline"),
+    "19a_timeout_per_request": (_SHARDS, [
+        (_PER_REQUEST, "per_request = httpx.Timeout(timeout)", 1),
+        ("async with asyncio.timeout(timeout):  # the deadline for everything: TimeoutError when it passes",
+         "if True:  # every request has its timeout: that must be enough", 1),
+    ], ["whole download", "not a per-request timeout"],
+        "takes the overall timeout for a per-request one: the whole download may run past it"),
+    "19a_response_never_closed": (_SHARDS, [
+        ('async with client.stream("GET", url, headers=headers) as response:  # the body is closed on every exit',
+         'response = await client.send(client.build_request("GET", url, headers=headers), stream=True)\n'
+         "        if True:  # an error status returns without closing the response", 1),
+        ("                    f.write(chunk)\n", "                    f.write(chunk)\n            await response.aclose()\n", 1),
+    ], ["never closed", "connection leak"], "leaves a failed attempt's response open: its connection leaks"),
+    "19a_tasks_left_running": (_SHARDS, [(
+        "            try:\n"
+        "                async with asyncio.TaskGroup() as group:  # one failure cancels the rest and waits for them\n"
+        "                    for name in names:\n"
+        "                        group.create_task(fetch_shard(client, limit, urljoin(index_url, name), name))\n"
+        "            except ExceptionGroup as failed:\n"
+        f"                {_FIRST_ERROR}\n",
+        "            tasks = [asyncio.create_task(fetch_shard(client, limit, urljoin(index_url, name), name))\n"
+        "                     for name in names]\n"
+        "            await asyncio.gather(*tasks)  # raises the first error; nobody stops the rest\n", 1)],
+        ["tasks still running"], "gathers the tasks: the first error propagates, the other tasks keep running"),
+    "19a_retries_4xx": (_SHARDS, [('                if status not in RETRY_STATUS:\n'
+                                   '                    raise ShardError(f"{name}: HTTP {status}")\n', "", 1)],
+                        ["retried", "will not change"], "retries every failed status, 404 and 403 included"),
+    "19a_no_backoff": (_SHARDS, [("                wait = backoff * 2 ** attempt * random.uniform(0.5, 1.0)\n"
+                                  "                await asyncio.sleep(max(wait, retry_after or 0.0))\n",
+                                  "                await asyncio.sleep(retry_after or 0.0)\n", 1)],
+                       ["without backoff"], "retries as soon as an attempt fails (honouring Retry-After only)"),
+    "19a_ignores_retry_after": (_SHARDS, [('retry_after_seconds(response.headers.get("retry-after"))', "None", 1)],
+                                ["Retry-After ignored"], "backs off but ignores the server's Retry-After"),
+    "19a_writes_final_path": (_SHARDS, [('part = os.path.join(dest, name + ".part")', "part = os.path.join(dest, name)", 1)],
+                              ["partial or unverified file at the final path"],
+                              "streams straight into the final file name: a failure leaves a partial file there"),
+    "19a_no_checksum": (_SHARDS, [("                if expected is not None and sha256_file(part) != expected:\n"
+                                   "                    os.remove(part)\n"
+                                   '                    raise ShardError(f"{name}: checksum mismatch (X-Linked-Etag {expected})")\n',
+                                   "", 1)],
+                        ["checksum not verified"], "never compares the file's sha256 with X-Linked-Etag"),
+    "19a_resume_from_zero": (_SHARDS, [('headers = {"Range": f"bytes={have}-"} if have else {}', "headers = {}", 1)],
+                             ["not from byte 0"], "retries a shard from byte 0 instead of resuming with Range"),
+    "19a_swallows_first_error": (_SHARDS, [(_FIRST_ERROR, "pass  # carry on with what arrived", 1)],
+                                 ["first error swallowed"],
+                                 "catches the failed tasks' errors and returns as if all went well"),
+    "19a_raises_the_group": (_SHARDS, [(_FIRST_ERROR, "raise  # the ExceptionGroup itself", 1)],
+                             ["should name the first failure"],
+                             "lets the TaskGroup's ExceptionGroup out: its message names no shard"),
 }
 
 

@@ -11,7 +11,6 @@ To add a calculator (issue 7 adds roofline, decode, bubble): write a function ``
 
 from __future__ import annotations
 
-import importlib
 import sys
 from types import SimpleNamespace
 
@@ -215,12 +214,4 @@ def _usage() -> str:
 
 def main(argv: list[str]) -> int:
     """Dispatch ``ringlab calc <calculator> ...`` to the function registered in ``SUBCOMMANDS``."""
-    if not argv or argv[0] in ("-h", "--help"):
-        print(_usage())
-        return 0
-    if argv[0] not in SUBCOMMANDS:
-        print(f"ringlab calc: unknown calculator {argv[0]!r}; choose one of: {', '.join(sorted(SUBCOMMANDS))}",
-              file=sys.stderr)
-        return 2
-    module, function, _ = SUBCOMMANDS[argv[0]]
-    return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
+    return cli_args.dispatch("ringlab calc", SUBCOMMANDS, argv, usage=_usage(), noun="calculator", sort=True)

@@ -10,9 +10,6 @@ number comes from ``ringlab calc train`` and ``ringlab serve-sim``'s models.
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 from ringlab import cli_args, textfmt
 from ringlab.calc.training.step import PRESET_HARDWARE
 from ringlab.commands.calc import emit, fail
@@ -133,15 +130,13 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _usage() -> str:
+    lines = [f"usage: {PROG} {{train,serve}} [options]", ""]
+    lines += [f"  {name}   {summary}" for name, (_, _, summary) in SUBCOMMANDS.items()]
+    lines += ["", f"Run '{PROG} train --help' or '{PROG} serve --help' for their options."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print(f"usage: {PROG} {{train,serve}} [options]\n")
-        for name, (_, _, summary) in SUBCOMMANDS.items():
-            print(f"  {name}   {summary}")
-        print(f"\nRun '{PROG} train --help' or '{PROG} serve --help' for their options.")
-        return 0
-    if argv[0] not in SUBCOMMANDS:
-        print(f"{PROG}: unknown search {argv[0]!r}; choose one of: train, serve", file=sys.stderr)
-        return 2
-    module, function, _ = SUBCOMMANDS[argv[0]]
-    return getattr(importlib.import_module(module), function)(argv[1:])
+    """Dispatch ``ringlab plan train | serve ...`` to the function registered in ``SUBCOMMANDS``."""
+    return cli_args.dispatch(PROG, SUBCOMMANDS, argv, usage=_usage(), noun="search")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import os
 import signal
 import sys
@@ -51,15 +50,7 @@ def _usage() -> str:
 
 def main(argv: list[str]) -> int:
     """Dispatch ``ringlab shards <subcommand> ...`` to the function registered in ``SUBCOMMANDS``."""
-    if not argv or argv[0] in ("-h", "--help"):
-        print(_usage())
-        return 0
-    if argv[0] not in SUBCOMMANDS:
-        print(f"ringlab shards: unknown subcommand {argv[0]!r}; choose one of: {', '.join(SUBCOMMANDS)}",
-              file=sys.stderr)
-        return 2
-    module, function, _ = SUBCOMMANDS[argv[0]]
-    return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
+    return cli_args.dispatch("ringlab shards", SUBCOMMANDS, argv, usage=_usage())
 
 
 def _error(prog: str, text: str, code: int) -> int:

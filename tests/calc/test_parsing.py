@@ -172,6 +172,19 @@ def test_argparse_types_and_one_line_errors(capsys, tmp_path):
         assert err.count("\n") == 1 and fragment in err and err.startswith("demo: error: ")
 
 
+def test_dispatch_runs_the_chosen_subcommand_and_refuses_others_in_one_line(capsys):
+    table = {"count": ("builtins", "len", "count the arguments"), "echo": ("builtins", "print", "print them")}
+    assert cli_args.dispatch("demo", table, ["count", "a", "b"], usage="U") == 2  # the function's return value
+    assert cli_args.dispatch("demo", table, ["echo", "x"], usage="U") == 0  # None counts as 0
+    assert capsys.readouterr().out == "['x']\n"
+    assert [cli_args.dispatch("demo", table, argv, usage="U") for argv in ([], ["-h"], ["--help"])] == [0, 0, 0]
+    assert capsys.readouterr().out == "U\n" * 3
+    assert cli_args.dispatch("demo", table, ["zap"], usage="U", noun="tool") == 2
+    assert cli_args.dispatch("demo", {"b": table["count"], "a": table["echo"]}, ["Count"], usage="U", sort=True) == 2
+    assert capsys.readouterr().err == ("demo: unknown tool 'zap'; choose one of: count, echo\n"
+                                       "demo: unknown subcommand 'Count'; choose one of: a, b\n")
+
+
 def test_json_text_never_writes_nan():
     assert cli_args.json_text({"a": [float("nan"), 1.0, {"b": float("-inf")}]}, indent=None) == \
         '{"a": [null, 1.0, {"b": null}]}'

@@ -1,8 +1,9 @@
 """19a's grader: the worked answer passes (in-process and in the sandbox), the untouched stub is not attempted,
 every classic mistake has a mutant, and run_async reports the tasks a coroutine left running.
 
-Each mutant under tests/mutants/19a_*.py is graded by tests/check/graders/test_graders.py, which checks that it
-is rejected with the words of its EXPECT; here, that the mutants cover every mistake the grader names.
+Each mutant (an edit of the worked answer, tests/mutant_edits.py EDITS "19a_*") is graded by
+tests/check/graders/test_graders.py, which checks that it is rejected with the words of its EXPECT; here, that the
+mutants cover every mistake the grader names.
 """
 
 import asyncio
@@ -14,6 +15,8 @@ from ringlab.check import grade
 from ringlab.check.aio import run_async
 from ringlab.check.graders import shard_download
 from ringlab.check.isolated import grade_isolated, time_limit
+
+from mutant_edits import EDITS  # tests/ is on sys.path (rootdir-relative)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -36,7 +39,7 @@ MISTAKES = {
 
 
 def test_every_classic_mistake_has_a_mutant():
-    mutants = {p.stem.removeprefix("19a_") for p in (ROOT / "tests" / "mutants").glob("19a_*.py")}
+    mutants = {name.removeprefix("19a_") for name in EDITS if name.startswith("19a_")}
     assert set(MISTAKES.values()) <= mutants
 
 
