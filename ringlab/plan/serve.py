@@ -29,6 +29,7 @@ from ringlab.calc.models import get_model
 from ringlab.calc.parsing import check_real
 from ringlab.serving import Request, Scheduler, SchedulerConfig
 from ringlab.serving.blocks import pool_blocks
+from ringlab.serving.goodput import meets_p99
 
 TP_DEGREES = (1, 2, 4, 8)
 BATCH_LIMITS = (64, 256)
@@ -80,13 +81,6 @@ class ServePlan:
     notes: list[str] = field(default_factory=list)
 
 
-def _meets(m: dict, ttft: float, tpot: float) -> bool:
-    if m["rejected"] or m["unfinished"] or m["livelock"] or m["truncated"] or not m["finished"]:
-        return False
-    return (m["ttft_p99_s"] is not None and m["ttft_p99_s"] <= ttft
-            and (m["tpot_p99_s"] is None or m["tpot_p99_s"] <= tpot))
-
-
 def plan_serve(model, hardware, requests: list[Request], sla_ttft: float, sla_tpot: float,
                dtype: str = "bf16") -> ServePlan:
     """Search the configurations of the module docstring for ``requests`` (a trace: ``poisson_requests`` or
@@ -120,11 +114,11 @@ def plan_serve(model, hardware, requests: list[Request], sla_ttft: float, sla_tp
                                       dtype=dtype, tp=tp)
                 m = scheduler.run(share).metrics()
                 plan.simulations += 1
-                if worst is None or not _meets(m, ttft, tpot) or (m["ttft_p99_s"] or 0) > (worst["ttft_p99_s"] or 0):
+                if worst is None or not meets_p99(m, ttft, tpot) or (m["ttft_p99_s"] or 0) > (worst["ttft_p99_s"] or 0):
                     worst = m
-                if not _meets(m, ttft, tpot):
+                if not meets_p99(m, ttft, tpot):
                     break
-            cache[key] = ServeResult(ServeConfig(tp, seqs, chunk, replicas, blocks), worst, _meets(worst, ttft, tpot))
+            cache[key] = ServeResult(ServeConfig(tp, seqs, chunk, replicas, blocks), worst, meets_p99(worst, ttft, tpot))
         return cache[key]
 
     for tp in TP_DEGREES:

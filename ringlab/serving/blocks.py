@@ -7,15 +7,46 @@ block ids holding its tokens in order, token ``i`` in slot ``i % block_size`` of
 
 Prefix sharing (vLLM's automatic prefix caching). Every *full* block gets a key that covers its own
 tokens and, through the key of the block before it, every token before it:
-``key_i = (hash(key_{i-1}), tokens of block i)``. Two sequences share physical block ``i`` only when
+``key_i = (hash(key_{i-1}), tokens of block i[, extra keys])``. Two sequences share physical block ``i`` only when
 their keys agree, so equal blocks after different prefixes never merge, and a partial block is never
 shared by key (its content is still changing). The key keeps the block's tokens themselves, so blocks
 with different tokens can never collide; only the 64-bit hash of the prefix could.
 
-A freed block whose content is still valid (it has a key) is not wiped: it joins an LRU cache of free
-blocks and can be found again by a later request with the same prefix; it is recycled (its key
-forgotten) only when no never-used or uncached block is left, least recently freed first. A sequence
-frees its blocks from the last to the first, so a prefix's tail is evicted before its head.
+A freed block whose content is still valid (it has a key) is not wiped: it stays findable by a later
+request with the same prefix until it is recycled for new content (its key forgotten). A sequence frees
+its blocks from the last to the first, so a prefix's tail is evicted before its head. Which free block is
+recycled is the *policy* (``BlockManager(policy=...)``):
+
+- ``"uncached-first"`` (the default): freed blocks with a key join an LRU cache of free blocks and are
+  recycled only when no never-used or uncached free block is left, least recently freed first. A prompt
+  shares every cached block of its chain, even after a missing one, and a block that fills during decode
+  switches to an equal cached block when there is one (one block per prefix).
+- ``"vllm-v1"``: vLLM v1's automatic prefix caching (docs.vllm.ai, design "Automatic Prefix Caching",
+  ``docs/design/prefix_caching.md``; code ``vllm/v1/core/block_pool.py``: ``BlockPool``, ``touch``,
+  ``free_blocks``, ``_maybe_evict_cached_block``; ``vllm/v1/core/kv_cache_utils.py``:
+  ``FreeKVCacheBlockQueue``, ``hash_block_tokens``; ``vllm/v1/core/kv_cache_manager.py``:
+  ``get_computed_blocks``). One free queue in LRU order holds every free block, cached or not, and
+  starts as all blocks in id order; a sequence's freed blocks go to its tail, last block first; a new
+  block is the queue's head, and its key, if any, is evicted then. A hit on a free cached block takes it
+  out of the queue (``touch``). A prompt shares only its longest cached prefix of full blocks, and at most
+  ``(len - 1) // block_size`` of them: vLLM recomputes the last prompt token for its logits, so a prompt
+  that ends on a block boundary and is fully cached still fills its last block again. Block tables are
+  append-only, so blocks are never deduplicated: that refilled block, or one that fills during decode with
+  a prefix already cached elsewhere, is registered as a second block with the same key, and a lookup
+  returns the earliest registered of them (``get_cached_block``). Not modelled: vLLM's reserved null
+  block (block 0, never allocated: pass one block fewer) and multimodal hashes, which enter only the
+  blocks their input overlaps.
+
+Extra keys (``extra_keys`` on :meth:`BlockManager.allocate`): a hashable value that enters the key of every
+block of the sequence, prompt and decode alike, as vLLM's ``generate_block_hash_extra_keys`` adds the LoRA
+adapter id to every block and the request's ``cache_salt`` to its first block (design doc, "Cache Isolation
+for Security"). Every key covers its parent, so salting the first block or every block separates the same
+chains: requests with different adapters or salts never share a block, requests with equal ones share as
+before.
+
+Precomputed keys. A prompt object with a ``block_keys(block_size)`` method (a trace that carries hash ids
+instead of token ids) supplies the key of each of its ``len(prompt) // block_size`` full blocks, each
+already covering its parent; they replace the keys derived from token tuples, under both policies.
 
 Copy-on-write. :meth:`BlockManager.fork` gives the child the parent's table, every block's reference
 count + 1 (parallel sampling, beam search). The first write into a block that another table also
@@ -174,9 +205,14 @@ def pool_blocks(pool_bytes: int, model: str | ModelConfig, block_size: int = 16,
     return positive_int(pool_bytes, "pool_bytes") // block_bytes(model, block_size, dtype, tp)
 
 
-def _chain(parent: int | None, tokens: tuple) -> tuple:
-    """Key of a full block: its parent's hash (None for the first block) and its own tokens."""
-    return (None if parent is None else hash(parent), tokens)
+POLICIES = ("uncached-first", "vllm-v1")  # which free block is recycled (module docstring)
+
+
+def _chain(parent, tokens: tuple, extra=None) -> tuple:
+    """Key of a full block: its parent's hash (None for the first block), its own tokens, and the sequence's
+    extra keys when it has any (vLLM's ``hash_block_tokens(parent, tokens, extra_keys)``)."""
+    head = None if parent is None else hash(parent)
+    return (head, tokens) if extra is None else (head, tokens, extra)
 
 
 class BlockManager:
@@ -191,16 +227,19 @@ class BlockManager:
         window: tokens each table keeps (None, the default: all). With a window a table keeps its newest
             ``ceil(min(L, window) / block_size)`` blocks; older entries are None and their blocks are released
             (vLLM's ``SlidingWindowManager``). Prefix caching is not modelled with a window.
+        policy: which free block is recycled and how prompts hit, one of :data:`POLICIES`:
+            ``"uncached-first"`` (default) or ``"vllm-v1"`` (vLLM v1's exactly; module docstring).
 
     A sequence may also hold extra blocks outside its table (:meth:`hold`: the layers the table does not
     cover, such as Mamba state); they are released with it.
     Sequence ids are any hashable values; token ids any hashable values (ints in practice).
-    Errors: ValueError for bad sizes (``num_blocks`` at most :data:`MAX_BLOCKS`), unknown or duplicate sequence ids and empty prompts;
+    Errors: ValueError for bad sizes (``num_blocks`` at most :data:`MAX_BLOCKS`), an unknown policy, unknown or
+    duplicate sequence ids and empty prompts;
     :class:`OutOfBlocksError` when the pool cannot hold what is asked (the books are left unchanged).
     """
 
     def __init__(self, num_blocks: int, block_size: int = 16, watermark_blocks: int = 0,
-                 enable_prefix_caching: bool = True, window: int | None = None):
+                 enable_prefix_caching: bool = True, window: int | None = None, policy: str = "uncached-first"):
         self.num_blocks = positive_int(num_blocks, "num_blocks")
         if self.num_blocks > MAX_BLOCKS:
             raise ValueError(f"num_blocks={self.num_blocks:,} is above {MAX_BLOCKS:,}: larger than any GPU's pool "
@@ -212,6 +251,10 @@ class BlockManager:
                              f"got {watermark_blocks!r}")
         if not isinstance(enable_prefix_caching, bool):
             raise TypeError(f"enable_prefix_caching must be a bool, got {enable_prefix_caching!r}")
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(map(repr, POLICIES))}, got {policy!r}")
+        self.policy = policy
+        self._v1 = policy == "vllm-v1"
         self.watermark_blocks = watermark_blocks
         self.enable_prefix_caching = enable_prefix_caching
         self.window = None if window is None else positive_int(window, "window")
@@ -220,12 +263,17 @@ class BlockManager:
         self._extra: dict[Hashable, list[int]] = {}  # blocks a sequence holds outside its table (hold())
         self._ref = [0] * self.num_blocks
         self._key: list[tuple | None] = [None] * self.num_blocks  # key of a full, registered block
-        self._free: deque[int] = deque(range(self.num_blocks))  # ref 0, no valid content
-        self._evictor: OrderedDict[tuple, int] = OrderedDict()  # ref 0, valid content: LRU first
-        self._cached: dict[tuple, int] = {}  # every registered key -> its block (held or in the evictor)
+        # uncached-first: free blocks without a key in _free, with one in _evictor (key -> block, LRU first).
+        # vllm-v1: every free block in _queue (block -> None, LRU first); _free and _evictor stay empty.
+        self._free: deque[int] = deque() if self._v1 else deque(range(self.num_blocks))
+        self._evictor: OrderedDict[tuple, int] = OrderedDict()
+        self._queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(self.num_blocks) if self._v1 else ())
+        self._cached: dict[tuple, int] = {}  # every registered key -> its earliest registered block
+        self._twins: dict[tuple, list[int]] = {}  # vllm-v1: later blocks registered with the same key, in order
         self._tables: dict[Hashable, list[int | None]] = {}  # None: released, out of the window
         self._tokens: dict[Hashable, list] = {}
         self._keys: dict[Hashable, list[tuple]] = {}  # chain keys of each sequence's full blocks
+        self._salt: dict[Hashable, Hashable] = {}  # each sequence's extra keys (None: none)
         self.prefix_cache_hits = 0  # blocks found by key instead of filled again
         self.copies = 0  # copy-on-write copies made
         self.evictions = 0  # cached blocks recycled for new content
@@ -236,12 +284,12 @@ class BlockManager:
     @property
     def num_free_blocks(self) -> int:
         """Blocks allocatable now: never-used or uncached free blocks plus cached free ones."""
-        return len(self._free) + len(self._evictor)
+        return len(self._free) + len(self._evictor) + len(self._queue)
 
     @property
     def num_cached_free_blocks(self) -> int:
-        """Free blocks that still hold a valid prefix and can be found by key."""
-        return len(self._evictor)
+        """Free blocks that still hold a valid prefix and can be found by key (vllm-v1: O(free blocks))."""
+        return len(self._evictor) + sum(self._key[b] is not None for b in self._queue)
 
     @property
     def num_used_blocks(self) -> int:
@@ -262,6 +310,10 @@ class BlockManager:
         self._table(seq_id)
         return list(self._tokens[seq_id])
 
+    def cached_block_ids(self) -> list[int]:
+        """Ids of the blocks that carry a key, held or free (findable by a later prompt), ascending."""
+        return [block for block, key in enumerate(self._key) if key is not None]
+
     def ref_count(self, block: int) -> int:
         """How many block tables hold physical ``block``."""
         return self._ref[block]
@@ -270,20 +322,25 @@ class BlockManager:
         """Ids of the sequences that hold blocks, in allocation order."""
         return list(self._tables)
 
-    def blocks_needed(self, token_lists: Sequence[Sequence]) -> int:
+    def blocks_needed(self, token_lists: Sequence[Sequence], extra_keys: Sequence | None = None) -> int:
         """Free blocks that allocating each token list in turn (as new sequences) would take.
 
         Counts full blocks found by key (held ones cost nothing, cached free ones one each, since they
         leave the free pool) and, within the batch, blocks an earlier list of it would register.
+        ``extra_keys``: None, or one extra key (or None) per list, as :meth:`allocate` takes them.
         """
-        drawn: set[tuple] = set()  # cached keys whose free block this batch already took
-        added: set[tuple] = set()  # keys the batch itself would register
+        if extra_keys is None:
+            extra_keys = [None] * len(token_lists)
+        elif len(extra_keys) != len(token_lists):
+            raise ValueError(f"extra_keys must give one value per token list ({len(token_lists)}), "
+                             f"got {len(extra_keys)}")
+        drawn: set = set()  # cached keys whose free block this batch already took
+        added: set = set()  # keys the batch itself would register
         need = 0
-        for tokens in token_lists:
-            keys, partial = self._prompt_keys(tokens)
+        for tokens, extra in zip(token_lists, extra_keys):
+            keys, partial = self._prompt_keys(tokens, extra)
             keys = keys[self._skipped(len(tokens)):]
-            for key in keys:
-                hit = self.enable_prefix_caching and (key in self._cached or key in added)
+            for key, hit in zip(keys, self._hits(keys, len(tokens), added)):
                 if not hit:
                     need += 1
                     if self.enable_prefix_caching and key not in self._cached:
@@ -294,16 +351,13 @@ class BlockManager:
             need += partial
         return need
 
-    def cached_tokens(self, token_ids: Sequence) -> int:
-        """Leading tokens of ``token_ids`` whose full blocks are cached by key (a multiple of block_size)."""
-        keys, _ = self._prompt_keys(token_ids)
-        hits = 0
-        if self.enable_prefix_caching:
-            for key in keys:
-                if key not in self._cached:
-                    break
-                hits += 1
-        return hits * self.block_size
+    def cached_tokens(self, token_ids: Sequence, extra_keys=None) -> int:
+        """Leading tokens of ``token_ids`` whose full blocks are cached by key (a multiple of block_size);
+        under ``vllm-v1`` at most ``(len - 1) // block_size`` blocks (the last token is always computed).
+        ``extra_keys`` as in :meth:`allocate`."""
+        keys, _ = self._prompt_keys(token_ids, extra_keys)
+        hits = self._hits(keys, len(token_ids), ())
+        return (hits.index(False) if False in hits else len(hits)) * self.block_size
 
     @property
     def admission_room(self) -> int:
@@ -320,25 +374,31 @@ class BlockManager:
         admits them (the one rule for "never fits", here and in the scheduler)."""
         return need > self.usable_blocks
 
-    def can_allocate(self, *token_lists: Sequence) -> bool:
+    def can_allocate(self, *token_lists: Sequence, extra_keys: Sequence | None = None) -> bool:
         """Whether :meth:`allocate` of each token list (new sequences, in order) fits while leaving
-        ``watermark_blocks`` free."""
-        return self.blocks_needed(token_lists) <= self.admission_room
+        ``watermark_blocks`` free (``extra_keys`` as in :meth:`blocks_needed`)."""
+        return self.blocks_needed(token_lists, extra_keys) <= self.admission_room
 
     # ---- changing the books ------------------------------------------------------------------
-    def allocate(self, seq_id, token_ids: Sequence) -> list[int]:
+    def allocate(self, seq_id, token_ids: Sequence, extra_keys: Hashable = None) -> list[int]:
         """Give new sequence ``seq_id`` blocks for its prompt ``token_ids`` (non-empty); return its table.
 
         Full blocks whose chain key is cached are shared (``prefix_cache_hits`` += 1 each); the rest are
-        fresh. (A cached block after a missing one is still valid: its key covers the whole prefix.) Raises ValueError for a known ``seq_id`` or an empty prompt,
-        :class:`OutOfBlocksError` if the blocks needed exceed the free blocks less the watermark.
+        fresh. Under ``uncached-first`` every cached block of the chain is shared, even after a missing one
+        (its key covers the whole prefix); under ``vllm-v1`` only the longest cached prefix, capped at
+        ``(len - 1) // block_size`` blocks (module docstring). ``token_ids`` may be a sequence with a
+        ``block_keys(block_size)`` method (precomputed keys, module docstring). ``extra_keys``: a hashable value
+        entering every block's key (LoRA adapter id, cache salt), None for none.
+        Raises ValueError for a known ``seq_id``, an empty prompt, or ``block_keys`` giving a wrong number of
+        keys; TypeError for unhashable ``extra_keys``; :class:`OutOfBlocksError` if the blocks needed exceed
+        the free blocks less the watermark.
         """
         if seq_id in self._tables:
             raise ValueError(f"sequence {seq_id!r} already holds blocks; free it first")
         tokens = list(token_ids)
         if not tokens:
             raise ValueError(f"token_ids of sequence {seq_id!r} must not be empty")
-        need = self.blocks_needed([tokens])
+        need = self.blocks_needed([token_ids], [extra_keys])
         room = self.admission_room
         if need > room:
             never = self.never_fits(need)
@@ -346,14 +406,17 @@ class BlockManager:
                 f"sequence {seq_id!r} needs {need} blocks for {len(tokens)} tokens; {room} of {self.num_blocks} "
                 f"are free above the watermark of {self.watermark_blocks}"
                 + (" (it can never fit this pool)" if never else ""), need, room, never)
-        keys, partial = self._prompt_keys(tokens)
+        keys, partial = self._prompt_keys(token_ids, extra_keys)
         skip = self._skipped(len(tokens))
         table: list[int | None] = [None] * skip
-        for key in keys[skip:]:
-            if self.enable_prefix_caching and key in self._cached:
+        # vllm-v1's hits are a prefix, all touched before any new block is taken, as in vLLM; uncached-first
+        # looks each key up when it comes to it (a block taken for an earlier one may have evicted it)
+        prefix = self._hits(keys[skip:], len(tokens), ()).count(True) if self._v1 else 0
+        for i, key in enumerate(keys[skip:]):
+            if i < prefix if self._v1 else self.enable_prefix_caching and key in self._cached:
                 block = self._cached[key]
                 if self._ref[block] == 0:
-                    del self._evictor[key]
+                    self._unfree(block)
                 self._ref[block] += 1
                 self.prefix_cache_hits += 1
             else:
@@ -363,16 +426,17 @@ class BlockManager:
         if partial:
             table.append(self._take())
         self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id] = table, tokens, keys
-        self._extra[seq_id] = []
+        self._extra[seq_id], self._salt[seq_id] = [], extra_keys
         return list(table)
 
     def append_token(self, seq_id, token_id) -> tuple[int, int] | None:
         """Add one token to ``seq_id``: a fresh block when the last one is full, a copy of the last block
         when another table shares it (copy-on-write). Returns the ``(src, dst)`` copy made, else None.
 
-        When the token fills its block, the block gets its chain key and becomes shareable; if that key is
-        already cached in another block (the same prefix decoded twice), the table switches to that block
-        and this one is freed, so equal prefixes never hold two blocks.
+        When the token fills its block, the block gets its chain key (with the sequence's extra keys) and
+        becomes shareable; if that key is already cached in another block (the same prefix decoded twice),
+        ``uncached-first`` switches the table to that block and frees this one, so equal prefixes never hold
+        two blocks, while ``vllm-v1`` keeps its append-only table and registers this block as a second one.
         Raises ValueError for an unknown id, TypeError for an unhashable ``token_id`` (a block's key holds
         its tokens), :class:`OutOfBlocksError` when a block is needed and none is free (the watermark does
         not apply: it exists for this growth). On every error the books are left unchanged.
@@ -405,20 +469,32 @@ class BlockManager:
         tokens.append(token_id)
         if len(tokens) % self.block_size == 0:
             keys = self._keys[seq_id]
-            key = _chain(keys[-1] if keys else None, tuple(tokens[-self.block_size:]))
+            key = _chain(keys[-1] if keys else None, tuple(tokens[-self.block_size:]), self._salt[seq_id])
             keys.append(key)
-            twin = self._cached.get(key) if self.enable_prefix_caching else None
+            twin = self._cached.get(key) if self.enable_prefix_caching and not self._v1 else None
             if twin is None:
                 self._register(table[-1], key)
             else:  # the same prefix is already cached in another block: use that one, free this one
                 if self._ref[twin] == 0:
-                    del self._evictor[key]
+                    self._unfree(twin)
                 self._ref[twin] += 1
                 self._ref[table[-1]] -= 1
                 if self._ref[table[-1]] == 0:
-                    self._free.append(table[-1])
+                    self._to_free(table[-1])
                 table[-1] = twin
         return copy
+
+    def extend_within_block(self, seq_id, token_ids: Sequence) -> None:
+        """Append ``token_ids`` to ``seq_id`` when :meth:`append_token` one by one would do nothing else: they
+        neither start a block, nor fill one, nor write into a block another table shares (a scheduler's bulk
+        decode path: its other tokens go through :meth:`append_token`). Raises ValueError for an unknown id
+        or for tokens that would do any of those (the books are left unchanged)."""
+        table, tokens = self._table(seq_id), self._tokens[seq_id]
+        used = len(tokens) % self.block_size
+        if token_ids and (not used or used + len(token_ids) >= self.block_size or self._ref[table[-1]] != 1):
+            raise ValueError(f"{len(token_ids)} tokens after {len(tokens)} of sequence {seq_id!r} start, fill or "
+                             "share a block: append them with append_token")
+        tokens.extend(token_ids)
 
     def fork(self, parent_id, child_id) -> list[int]:
         """Make ``child_id`` a copy of ``parent_id`` sharing every block (ref counts + 1); return its table.
@@ -436,12 +512,13 @@ class BlockManager:
         self._extra[child_id] = []
         self._tokens[child_id] = list(self._tokens[parent_id])
         self._keys[child_id] = list(self._keys[parent_id])
+        self._salt[child_id] = self._salt[parent_id]
         return list(table)
 
     def free(self, seq_id) -> None:
         """Release ``seq_id``'s blocks, its extra ones and then its table's last first: a block no table holds
-        any more joins the LRU cache when it has a key, the plain free list otherwise. Raises ValueError for an
-        unknown id."""
+        any more joins the LRU cache when it has a key, the plain free list otherwise (``vllm-v1``: the free
+        queue's tail either way, keeping its key). Raises ValueError for an unknown id."""
         table = self._table(seq_id)
         self._put_back(self._extra.pop(seq_id))
         for block in reversed(table):
@@ -449,13 +526,8 @@ class BlockManager:
                 continue
             self._ref[block] -= 1
             if self._ref[block] == 0:
-                key = self._key[block]
-                if key is not None:
-                    self._evictor[key] = block
-                else:
-                    self._forget(block)
-                    self._free.append(block)
-        del self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id]
+                self._to_free(block)
+        del self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id], self._salt[seq_id]
 
     def hold(self, seq_id, count: int) -> None:
         """Make ``seq_id`` hold exactly ``count`` (int >= 0) extra blocks outside its table, taking free blocks
@@ -489,14 +561,19 @@ class BlockManager:
         Rules: every block is exactly one of free, cached-free, or held; a block's ref count equals the
         number of tables (and extra holdings) holding it; no block is both free and referenced; each table has
         ``ceil(tokens / block_size)`` entries, of which the newest ``ceil(min(tokens, window) / block_size)``
-        hold a block and the older are released (None); extra blocks carry no key; each key maps to a block
-        carrying that key; every full block held is the cached one for its prefix (no prefix held twice); with
-        no sequence left, every block is free (nothing leaked).
+        hold a block and the older are released (None); extra blocks carry no key; each key maps to blocks
+        carrying that key and every block carrying a key is mapped; every full block held carries its
+        sequence's chain key, and under ``uncached-first`` is the cached one for its prefix (no prefix held
+        twice; only ``vllm-v1`` registers twins); with no sequence left, every block is free (nothing leaked).
         """
         def fail(msg):
             raise InvariantError(msg)
 
         free, cached = list(self._free), list(self._evictor.values())
+        for block in self._queue:  # vllm-v1's one queue holds both kinds
+            (free if self._key[block] is None else cached).append(block)
+        if (self._free or self._evictor) if self._v1 else self._queue:
+            fail(f"free blocks are kept in the other policy's lists (policy {self.policy!r})")
         if len(set(free)) != len(free) or set(free) & set(cached):
             fail("a block is listed twice among the free blocks")
         holders = [0] * self.num_blocks
@@ -526,14 +603,24 @@ class BlockManager:
                 fail(f"block {block} is free and referenced (ref count {self._ref[block]})")
         if len(free) + len(cached) + sum(1 for r in self._ref if r) != self.num_blocks:
             fail("free, cached and held blocks do not add up to the pool")
-        for key, block in self._cached.items():
+        if self._twins and not self._v1:
+            fail("uncached-first registered two blocks under one key")
+        mapped = list(self._cached.items())
+        mapped += [(key, block) for key, twins in self._twins.items() for block in twins]
+        for key, block in mapped:
             if self._key[block] != key:
                 fail(f"the cache maps a key to block {block}, which carries another")
-            if self._ref[block] == 0 and self._evictor.get(key) != block:
+            if self._ref[block] == 0 and not self._v1 and self._evictor.get(key) != block:
                 fail(f"block {block} has a key, no holder, and is not in the cache of free blocks")
+        if len(mapped) != sum(key is not None for key in self._key):
+            fail("a block carries a key that the cache does not map to it")
         for seq_id, table in self._tables.items():
             for key, block in zip(self._keys[seq_id], table):
-                if self.enable_prefix_caching and self._cached.get(key) != block:  # (no window: no None)
+                if not self.enable_prefix_caching:  # (no window with caching: no None here)
+                    continue
+                if self._key[block] != key:
+                    fail(f"sequence {seq_id!r} holds a full block {block} that does not carry its chain key")
+                if not self._v1 and self._cached.get(key) != block:
                     fail(f"sequence {seq_id!r} holds a full block {block} that is not the cached one for its "
                          "prefix: one prefix, two blocks")
         for block in free:
@@ -544,8 +631,10 @@ class BlockManager:
 
     def fingerprint(self) -> tuple:
         """What the allocator's future decisions depend on, without block ids: free counts and the LRU
-        order of cached keys (a scheduler uses it to recognise a state it has been in before)."""
-        return len(self._free), tuple(hash(k) for k in self._evictor)
+        order of cached keys, or ``vllm-v1``'s free queue as key hashes (None: no key) (a scheduler uses it
+        to recognise a state it has been in before)."""
+        queue = tuple(None if self._key[b] is None else hash(self._key[b]) for b in self._queue)
+        return len(self._free), tuple(hash(k) for k in self._evictor), queue
 
     # ---- internals ---------------------------------------------------------------------------
     def _table(self, seq_id) -> list[int]:
@@ -554,22 +643,52 @@ class BlockManager:
         except KeyError:
             raise ValueError(f"unknown sequence {seq_id!r}: it holds no blocks") from None
 
-    def _prompt_keys(self, tokens: Sequence) -> tuple[list[tuple], int]:
-        """Chain keys of the full blocks of ``tokens`` (a new list) and whether a partial block is left (0 or 1).
+    def _prompt_keys(self, prompt: Sequence, extra=None) -> tuple[list, int]:
+        """Chain keys of the full blocks of ``prompt`` (a new list) and whether a partial block is left (0 or 1).
 
-        Memoised: a scheduler asks again about the same waiting prompt every step.
+        From ``prompt.block_keys(block_size)`` when the prompt has that method, else from its token tuples
+        (memoised: a scheduler asks again about the same waiting prompt every step).
         """
-        bs, whole = self.block_size, tuple(tokens)
-        keys = self._memo.get(whole)
+        try:
+            hash(extra)
+        except TypeError:
+            raise TypeError(f"extra_keys must be hashable (an int or a tuple), got {type(extra).__name__} "
+                            f"{extra!r:.60}") from None
+        bs = self.block_size
+        partial = int(len(prompt) % bs != 0)
+        block_keys = getattr(prompt, "block_keys", None)
+        if block_keys is not None:
+            keys = list(block_keys(bs))
+            if len(keys) != len(prompt) // bs:
+                raise ValueError(f"prompt.block_keys({bs}) gave {len(keys)} keys for {len(prompt)} tokens; "
+                                 f"expected one per full block, {len(prompt) // bs}")
+            return (keys if extra is None else [(key, extra) for key in keys]), partial
+        whole = tuple(prompt)
+        keys = self._memo.get((whole, extra))
         if keys is None:
             keys, parent = [], None
             for i in range(len(whole) // bs):
-                parent = _chain(parent, whole[i * bs:(i + 1) * bs])
+                parent = _chain(parent, whole[i * bs:(i + 1) * bs], extra)
                 keys.append(parent)
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.clear()
-            self._memo[whole] = keys
-        return list(keys), int(len(whole) % bs != 0)
+            self._memo[whole, extra] = keys
+        return list(keys), partial
+
+    def _hits(self, keys: list, length: int, added) -> list[bool]:
+        """Which of a prompt's full-block ``keys`` it would share, for a prompt of ``length`` tokens, counting
+        keys in ``added`` (registered earlier in a batch) as cached (module docstring, per policy)."""
+        if not self.enable_prefix_caching:
+            return [False] * len(keys)
+        cached = self._cached
+        if not self._v1:
+            return [key in cached or key in added for key in keys]
+        n = 0
+        for key in keys[:(length - 1) // self.block_size]:
+            if key not in cached and key not in added:
+                break
+            n += 1
+        return [True] * n + [False] * (len(keys) - n)
 
     def _kept(self, tokens: int) -> int:
         """Table entries holding a block for a sequence of ``tokens`` tokens."""
@@ -586,20 +705,40 @@ class BlockManager:
         self._ref[block] -= 1
         if self._ref[block] == 0:
             self._forget(block)
-            self._free.append(block)
+            self._to_free(block)
 
     def _put_back(self, blocks: list[int]) -> None:
-        """Return extra blocks (ref 1, no key) to the plain free list."""
+        """Return extra blocks (ref 1, no key) to the free blocks."""
         for block in blocks:
             self._ref[block] = 0
+            self._to_free(block)
+
+    def _to_free(self, block: int) -> None:
+        """File a block no table holds any more: vllm-v1's queue tail, else the LRU cache when it has a key."""
+        if self._v1:
+            self._queue[block] = None
+        elif self._key[block] is not None:
+            self._evictor[self._key[block]] = block
+        else:
             self._free.append(block)
 
+    def _unfree(self, block: int) -> None:
+        """Take a free cached block out of the free blocks (a hit: vLLM's ``touch``)."""
+        if self._v1:
+            del self._queue[block]
+        else:
+            del self._evictor[self._key[block]]
+
     def _take(self) -> int:
-        """A block for new content (caller checked there is one): plain free first, then the LRU cached."""
-        if self._free:
+        """A block for new content (caller checked there is one): vllm-v1's queue head; else plain free first,
+        then the LRU cached. A block taken with a key is evicted (its key forgotten)."""
+        if self._v1:
+            block, _ = self._queue.popitem(last=False)
+        elif self._free:
             block = self._free.popleft()
         else:
             _, block = self._evictor.popitem(last=False)
+        if self._key[block] is not None:
             self._forget(block)
             self.evictions += 1
         self._ref[block] = 1
@@ -611,14 +750,31 @@ class BlockManager:
                                    1, 0)
         return self._take()
 
-    def _register(self, block: int, key: tuple) -> None:
-        """Make a full block findable by its key, unless another block already carries that key."""
-        if self.enable_prefix_caching and key not in self._cached:
-            self._key[block] = key
+    def _register(self, block: int, key) -> None:
+        """Make a full block findable by its key; if another block already carries that key, uncached-first
+        leaves this one without a key and vllm-v1 registers it after that one (no deduplication)."""
+        if not self.enable_prefix_caching:
+            return
+        if key not in self._cached:
             self._cached[key] = block
+        elif self._v1:
+            self._twins.setdefault(key, []).append(block)
+        else:
+            return
+        self._key[block] = key
 
     def _forget(self, block: int) -> None:
+        """Drop ``block``'s key: the next block registered with it (vllm-v1) takes its place in lookups."""
         key = self._key[block]
-        if key is not None:
+        if key is None:
+            return
+        self._key[block] = None
+        twins = self._twins.get(key)
+        if self._cached[key] != block:
+            twins.remove(block)
+        elif twins:
+            self._cached[key] = twins.pop(0)
+        else:
             del self._cached[key]
-            self._key[block] = None
+        if twins == []:
+            del self._twins[key]

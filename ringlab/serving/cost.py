@@ -32,6 +32,7 @@ Which is cheaper depends on the chip: the prefill scales with its FLOP/s, the sw
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,14 +102,31 @@ class StepCost:
         cached tokens in all (each in every KV layer) and whose tokens attend ``attended_tokens`` tokens in all.
         ``kv_bytes_read``, when given, replaces ``kv_tokens_read x kv_bytes_per_token``: the sum of
         :meth:`kv_bytes_read` over the sequences, which caps windowed layers."""
+        if kv_bytes_read is None:
+            kv_bytes_read = kv_tokens_read * self.kv_bytes_per_token
+        return self.step_times(tokens, [attended_tokens], [kv_bytes_read])[0]
+
+    def step_times(self, tokens: int, attended_tokens: Sequence[int], kv_bytes_read: Sequence[int]) -> list[float]:
+        """Seconds of many steps of ``tokens`` tokens each (1..max_tokens), as a list: step ``k`` attends
+        ``attended_tokens[k]`` tokens and reads ``kv_bytes_read[k]`` bytes of cache (ints, as :meth:`step_time`
+        takes them). The one home of the roofline, so a bulk path and a step-by-step one agree bit for bit."""
         if not 1 <= tokens <= self.max_tokens:
             raise ValueError(f"tokens must be in 1..{self.max_tokens}, got {tokens}")
         i = tokens - 1
-        if kv_bytes_read is None:
-            kv_bytes_read = kv_tokens_read * self.kv_bytes_per_token
-        memory = (self._bytes[i] + kv_bytes_read) / self._bandwidth
-        compute = (self._flops[i] + attended_tokens * self.attention_flops_per_token) / self._peak
-        return float(max(memory, compute) + self._comm[i])
+        weights, flops, comm = float(self._bytes[i]), float(self._flops[i]), float(self._comm[i])
+        per_token, bandwidth, peak = float(self.attention_flops_per_token), self._bandwidth, self._peak
+        return [max((weights + read) / bandwidth, (flops + attended * per_token) / peak) + comm
+                for attended, read in zip(attended_tokens, kv_bytes_read)]
+
+    def kv_bytes_read_steps(self, lengths: list[int], steps: int) -> list[int]:
+        """Bytes read in each of ``steps`` decode steps (ints) by sequences of ``lengths`` tokens at the first
+        step, each one token longer per step: ``sum(kv_bytes_read(L + k) for L in lengths)`` at step ``k``,
+        ``kv_bytes_per_token x (sum(lengths) + k len(lengths))`` for a model without sliding windows."""
+        if not self._window:
+            total, width = sum(lengths), len(lengths)
+            return [self._grow * (total + k * width) for k in range(steps)]
+        read = self.kv_bytes_read
+        return [sum(read(n + k) for n in lengths) for k in range(steps)]
 
     def prefill_time(self, tokens: int) -> float:
         """Seconds to prefill ``tokens`` tokens (int >= 1) of one sequence alone, in chunks of the token budget

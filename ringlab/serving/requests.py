@@ -6,10 +6,18 @@ copy-on-write). :func:`poisson_requests` draws a trace: Poisson arrivals at ``ra
 (exponential gaps), prompt and output lengths from a named distribution, and optionally a
 system prompt shared by a fraction of the requests (what prefix caching reuses). Everything is a
 function of the seed: the same arguments give the same trace on every machine.
+
+A :class:`HashedPrompt` is the prompt of a replayed production trace, which gives lengths and, for Mooncake,
+one hash id per 512-token block but no token ids (:mod:`ringlab.serving.traces`): token ids derived from the
+hash ids, so that equal ids mean equal blocks, held in a few ints per block instead of one per token.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,12 +43,13 @@ def trace_tokens(requests: float, prompt_len: float, output_len: float, n: int =
 
 @dataclass(frozen=True)
 class Request:
-    """One client request. ``prompt``: token ids (tuple of ints, non-empty); ``max_new_tokens``: output
-    tokens per sample (>= 1); ``n``: samples (>= 1); ``arrival_s``: arrival time in seconds (>= 0)."""
+    """One client request. ``prompt``: token ids (non-empty; a tuple of ints, or a :class:`HashedPrompt`);
+    ``max_new_tokens``: output tokens per sample (>= 1); ``n``: samples (>= 1); ``arrival_s``: arrival time
+    in seconds (>= 0)."""
 
     request_id: int
     arrival_s: float
-    prompt: tuple
+    prompt: tuple | HashedPrompt
     max_new_tokens: int
     n: int = 1
 
@@ -50,6 +59,142 @@ class Request:
         positive_int(self.max_new_tokens, "max_new_tokens")
         positive_int(self.n, "n")
         check_number("arrival_s", self.arrival_s)
+
+
+_KEY_TAG = "hashed-prompt"  # heads every HashedPrompt block key: BlockManager's own keys are 2-tuples
+
+
+class HashedPrompt(Sequence):
+    """The token ids of a prompt known only by its length and the hash ids of its blocks (a production trace).
+
+    ``length``: tokens (int >= 1); ``hash_ids``: one int >= 0 per block of ``hash_block`` tokens (int >= 1),
+    ``ceil(length / hash_block)`` of them, the last block possibly partial. Token ``i`` is
+    ``hash_ids[i // hash_block] * hash_block + i % hash_block``: one-to-one in (hash id, offset), so two
+    prompts agree on a block's tokens exactly when they agree on its hash id. This is what Mooncake's trace
+    means by its ids (FAST'25 release README: "remapped prefix block hashes. The block size is 512 tokens.
+    Identical hash IDs indicate reusable prefix KV cache blocks"). The ids stand for content; they are not
+    ids of any vocabulary (they reach ``max(hash_ids) * hash_block + hash_block - 1``).
+
+    An immutable sequence of ints held as its hash ids: ``len``, iteration (at C speed, over one ``range``
+    per block), indexing, slicing (a tuple), ``==`` and ``hash`` by token content, and :meth:`block_keys` for
+    prefix caching without materialising the tokens. Raises TypeError/ValueError naming the bad argument.
+    """
+
+    __slots__ = ("_length", "_ids", "_block")
+
+    def __init__(self, length: int, hash_ids, hash_block: int = 512):
+        self._length = positive_int(length, "length")
+        self._block = positive_int(hash_block, "hash_block")
+        ids = tuple(hash_ids)
+        if any(isinstance(h, bool) for h in ids):
+            raise TypeError(f"hash_ids must be integers >= 0, got a bool in {ids!r:.80}")
+        try:
+            ids = tuple(map(operator.index, ids))
+        except TypeError:
+            raise TypeError(f"hash_ids must be integers >= 0, got {ids!r:.80}") from None
+        need = -(-self._length // self._block)
+        if len(ids) != need:
+            raise ValueError(f"hash_ids: a prompt of {self._length:,} tokens in blocks of {self._block} has "
+                             f"{need:,} blocks, so {need:,} hash ids, got {len(ids):,}")
+        if min(ids) < 0:
+            raise ValueError(f"hash_ids must be integers >= 0, got {min(ids)}")
+        self._ids = ids
+
+    @property
+    def hash_ids(self) -> tuple[int, ...]:
+        """One id per block of :attr:`hash_block` tokens."""
+        return self._ids
+
+    @property
+    def hash_block(self) -> int:
+        """Tokens per hash id."""
+        return self._block
+
+    def _token(self, i: int) -> int:
+        """Token ``i`` (0 <= i < len): the one formula of the class."""
+        return self._ids[i // self._block] * self._block + i % self._block
+
+    def _ranges(self, start: int, stop: int) -> list[range]:
+        """Tokens ``start`` .. ``stop - 1`` (0 <= start < stop <= len) as one range per hash block they touch."""
+        hb, out = self._block, []
+        for first in range(start - start % hb, stop, hb):  # within a hash block, tokens are consecutive
+            lo, hi = max(start, first), min(stop, first + hb)
+            t = self._token(lo)
+            out.append(range(t, t + hi - lo))
+        return out
+
+    def _runs(self, start: int, stop: int) -> tuple[range, ...]:
+        """Tokens ``start`` .. ``stop - 1`` as maximal runs of consecutive ids: one form per token sequence."""
+        runs: list[range] = []
+        for r in self._ranges(start, stop):
+            if runs and runs[-1].stop == r.start:
+                runs[-1] = range(runs[-1].start, r.stop)
+            else:
+                runs.append(r)
+        return tuple(runs)
+
+    def block_keys(self, block_size: int) -> tuple[tuple, ...]:
+        """Prefix-cache keys of the full blocks of ``block_size`` tokens (int >= 1): a tuple of ``len // block_size``.
+
+        ``key_j = ("hashed-prompt", hash(key_{j-1}) (None for j = 0), first, stop, ...)``, where ``first, stop``
+        pairs are block j's tokens as maximal runs of consecutive ids (``range(first, stop)``, usually one):
+        BlockManager's chaining of a block's tokens to the key before it, on a few ints instead of
+        ``block_size`` tokens. Runs are one form per token sequence, so two prompts' j-th keys are equal
+        exactly when their first ``(j + 1) x block_size`` tokens are, whatever their ``hash_block`` and
+        whether or not the trace's ids already chain the prefix (Mooncake's do), barring a collision of the
+        64-bit ``hash`` of the key before, as for BlockManager's keys. The tag makes them unequal to any key
+        BlockManager derives from a tuple of tokens. The last 256 prompts' keys are remembered (a scheduler
+        asks again about a waiting prompt every step).
+        """
+        return _block_keys(self, positive_int(block_size, "block_size"))
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self):
+        return itertools.chain.from_iterable(self._ranges(0, self._length))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            if step != 1:
+                return tuple(self)[index]
+            return tuple(itertools.chain.from_iterable(self._ranges(start, stop))) if start < stop else ()
+        i = operator.index(index)
+        i += self._length if i < 0 else 0
+        if not 0 <= i < self._length:
+            raise IndexError(f"token index {index} out of range for a prompt of {self._length} tokens")
+        return self._token(i)
+
+    def __eq__(self, other):
+        if not isinstance(other, HashedPrompt):
+            return NotImplemented
+        return self._length == other._length and self._runs(0, self._length) == other._runs(0, other._length)
+
+    def __hash__(self) -> int:
+        return hash(self._runs(0, self._length))
+
+    def __repr__(self) -> str:
+        ids = self.hash_ids if len(self.hash_ids) <= 6 else f"({', '.join(map(str, self.hash_ids[:3]))}, ... " \
+            f"{len(self.hash_ids) - 3} more)"
+        return f"HashedPrompt(length={self._length}, hash_ids={ids}, hash_block={self.hash_block})"
+
+
+@functools.lru_cache(maxsize=256)
+def _block_keys(prompt: HashedPrompt, bs: int) -> tuple[tuple, ...]:
+    """:meth:`HashedPrompt.block_keys`, remembered by token content."""
+    aligned = prompt.hash_block % bs == 0  # then every block lies in one hash block: one run
+    keys = []
+    parent = None
+    for start in range(0, len(prompt) - bs + 1, bs):
+        if aligned:
+            first = prompt[start]
+            runs = (first, first + bs)
+        else:
+            runs = tuple(itertools.chain.from_iterable((r.start, r.stop) for r in prompt._runs(start, start + bs)))
+        parent = (_KEY_TAG, None if parent is None else hash(parent), *runs)
+        keys.append(parent)
+    return tuple(keys)
 
 
 def sampled_token(request_id: int, sample: int, position: int) -> int:

@@ -44,6 +44,11 @@ plus swap transfers over the host link (the preset's ``host_link_bandwidth`` unl
 given: PCIe Gen4 32 GB/s on an A100, Gen5 64 GB/s on an H100, NVLink-C2C 450 GB/s on a GH200, each way,
 nominal); with nothing to run the clock jumps to the next arrival.
 A sample's first token appears at the end of the step that completes its prefill.
+
+Speed: most steps of a long replay are plain decode steps, between an arrival, an admission, a finish or a
+preemption. ``Scheduler(fast=True)``, the default, runs each such stretch at once (:meth:`Scheduler._decode_span`):
+the same allocator calls in the same order where order matters, step times as one array, the same trace rows.
+``fast=False`` is the step-by-step reference; the tests check that both give the same trace.
 """
 
 from __future__ import annotations
@@ -51,10 +56,12 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import repeat
+
 
 from ringlab.validation import check_number
 from ringlab.validation import positive_int
-from ringlab.serving.blocks import BlockManager, OutOfBlocksError, cache_layout
+from ringlab.serving.blocks import POLICIES, BlockManager, OutOfBlocksError, cache_layout
 from ringlab.serving.cost import StepCost, host_link
 from ringlab.serving.requests import Request, sampled_token
 from ringlab.serving.trace import Trace
@@ -63,6 +70,8 @@ PREEMPTION_MODES = ("recompute", "swap")
 
 
 MAX_BATCHED_TOKENS = 1 << 20  # tokens per step: the step-time table holds a few arrays this long
+MAX_SPAN_STEPS = 4096  # decode steps the fast path runs at once (bounds its arrays)
+SPAN_CHUNK = 32  # step times it computes at first
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,8 @@ class SchedulerConfig:
     the pool admission leaves free (vLLM's default is 0.01); ``swap_bandwidth``: host link bytes/s per
     direction, None (the default) for the hardware preset's ``host_link_bandwidth`` (nominal; pass e.g.
     25e9 for what pinned copies reach over PCIe Gen4);
-    ``max_steps``: a guard that stops the run.
+    ``max_steps``: a guard that stops the run; ``prefix_policy``: which free block the allocator recycles,
+    ``"uncached-first"`` or vLLM v1's single LRU queue ``"vllm-v1"`` (:data:`ringlab.serving.blocks.POLICIES`).
     """
 
     max_num_batched_tokens: int = 2048
@@ -88,6 +98,7 @@ class SchedulerConfig:
     watermark: float = 0.01
     swap_bandwidth: float | None = None
     max_steps: int = 1_000_000
+    prefix_policy: str = "uncached-first"
 
     def __post_init__(self):
         if positive_int(self.max_num_batched_tokens, "max_num_batched_tokens") > MAX_BATCHED_TOKENS:
@@ -98,6 +109,8 @@ class SchedulerConfig:
         for name in ("chunked_prefill", "reserve_decode"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.prefix_policy not in POLICIES:
+            raise ValueError(f"prefix_policy must be one of {', '.join(POLICIES)}, got {self.prefix_policy!r}")
         if self.preemption not in PREEMPTION_MODES:
             raise ValueError(f"preemption must be one of {', '.join(PREEMPTION_MODES)}, got {self.preemption!r}")
         check_number("watermark", self.watermark)
@@ -149,14 +162,27 @@ class Scheduler:
     ``block_size`` of the pool; ``config`` a :class:`SchedulerConfig`; ``enable_prefix_caching``;
     ``dtype`` of weights and cache; ``tp``: tensor-parallel GPUs serving one replica (step times of
     :class:`~ringlab.serving.cost.StepCost`; the pool is the blocks of that group). :meth:`run` returns a :class:`~ringlab.serving.trace.Trace`;
-    ``check_invariants=True`` checks the allocator's books after every step (tests).
+    ``check_invariants=True`` checks the allocator's books after every step (tests). ``prefilled=True`` makes it
+    a decode instance of disaggregated serving (:mod:`ringlab.serving.disagg`): each request's prompt arrives with
+    its KV cache computed elsewhere, so admission allocates the prompt's blocks and computes only its last token
+    (the first token, sampled by the prefill instance, whose KV is made by the first decode step here); a request
+    preempted by recompute computes its whole context again here. Parallel sampling (n > 1) is refused then.
+    ``fast=True`` (the default) runs stretches of plain decode steps in bulk (:meth:`_decode_span`) with the same
+    trace as ``fast=False``, the step-by-step reference.
     Raises ValueError/TypeError for bad arguments.
     """
 
     def __init__(self, model, hardware, num_blocks: int, block_size: int = 16,
                  config: SchedulerConfig | None = None, enable_prefix_caching: bool = True,
-                 dtype: str = "bf16", check_invariants: bool = False, tp: int = 1):
+                 dtype: str = "bf16", check_invariants: bool = False, tp: int = 1, prefilled: bool = False,
+                 fast: bool = True):
         self.config = config if config is not None else SchedulerConfig()
+        if not isinstance(prefilled, bool):
+            raise TypeError(f"prefilled must be a bool, got {prefilled!r}")
+        self.prefilled = prefilled
+        if not isinstance(fast, bool):
+            raise TypeError(f"fast must be a bool, got {fast!r}")
+        self.fast = fast
         if not isinstance(self.config, SchedulerConfig):
             raise TypeError(f"config must be a SchedulerConfig, got {type(config).__name__}")
         num_blocks = positive_int(num_blocks, "num_blocks")
@@ -164,7 +190,8 @@ class Scheduler:
         self.cost = StepCost(model, hardware, self.config.max_num_batched_tokens, dtype=dtype, tp=tp)
         self.layout = cache_layout(self.cost.model, block_size, dtype)
         self.blocks = BlockManager(num_blocks, block_size, watermark,
-                                   enable_prefix_caching and self.layout.window is None, self.layout.window)
+                                   enable_prefix_caching and self.layout.window is None, self.layout.window,
+                                   policy=self.config.prefix_policy)
         self.block_bytes = self.layout.block_bytes
         self.swap_bandwidth = host_link(self.cost.hardware, self.config.swap_bandwidth,
                                         needed=self.config.preemption == "swap")
@@ -183,6 +210,8 @@ class Scheduler:
         self.swapped: deque[_Group] = deque()
         self.groups: dict[int, _Group] = {}
         self.now, seen, progress, self.outputs = 0.0, {}, 0, 0
+        self._refused_head: _Group | None = None  # the request the last admission left waiting at the front
+        self._watched: tuple = (None, (), set())  # _block_contents of the last head looked at
         while True:
             while pending and pending[0].arrival_s <= self.now:
                 self._arrive(pending.popleft())
@@ -198,7 +227,8 @@ class Scheduler:
                 self.trace.truncated = (f"stopped at max_steps={step:,} with {left:,} request(s) not done; "
                                         "the numbers cover the simulated part only")
                 break
-            self._step(step)
+            if not (self.fast and self._decode_span(step, pending[0].arrival_s if pending else None)):
+                self._step(step)
             if self.check:
                 self.blocks.check_invariants()
             if self.outputs > progress:  # a cycle makes no progress: states before this step cannot recur
@@ -217,7 +247,7 @@ class Scheduler:
 
     # ---- arrival and admission checks ----------------------------------------------------------
     def _arrive(self, request: Request) -> None:
-        group = _Group(request, tokens={0: list(request.prompt)}, generated={0: 0})
+        group = _Group(request)
         self.groups[request.request_id] = group
         self.trace.event(None, self.now, "arrive", request.request_id, f"prompt {len(request.prompt)}, "
                          f"output {request.max_new_tokens}, n {request.n}")
@@ -227,21 +257,24 @@ class Scheduler:
             self.trace.reject(request.request_id, reason)
             self.trace.event(None, self.now, "reject", request.request_id, reason)
             return
+        group.tokens, group.generated = {0: list(request.prompt)}, {0: 0}  # a rejected one keeps no token list
         self.waiting.append(group)
 
     def _never_fits(self, request: Request) -> str:
         cfg = self.config
-        if not cfg.chunked_prefill and len(request.prompt) > cfg.max_num_batched_tokens:
+        if self.prefilled and request.n > 1:
+            return f"a decode instance (prefilled=True) serves one sample per request, not n={request.n}"
+        if not cfg.chunked_prefill and not self.prefilled and len(request.prompt) > cfg.max_num_batched_tokens:
             return (f"prompt of {len(request.prompt)} tokens exceeds max_num_batched_tokens="
                     f"{cfg.max_num_batched_tokens} without chunked prefill")
         if request.n > cfg.max_num_seqs:
             return f"its {request.n} samples exceed max_num_seqs={cfg.max_num_seqs}"
         room = self.blocks.usable_blocks
-        prompt = self.layout.blocks(len(request.prompt)) + (request.n - 1) * self._extra(len(request.prompt))
+        prompt = self._blocks(len(request.prompt)) + (request.n - 1) * self._extra(len(request.prompt))
         if self.blocks.never_fits(prompt):
             return f"prompt needs {prompt} blocks; the pool has {room} above the watermark"
         if cfg.reserve_decode:
-            worst = request.n * self.layout.blocks(len(request.prompt) + request.max_new_tokens - 1)
+            worst = request.n * self._blocks(len(request.prompt) + request.max_new_tokens - 1)
             if self.blocks.never_fits(worst):
                 return f"its worst case needs {worst} blocks, {room} are above the watermark: it could never finish"
         return ""
@@ -337,6 +370,11 @@ class Scheduler:
         queue.clear()
         queue.extend(items)
 
+    def _blocks(self, tokens: int) -> int:
+        """Blocks a sequence of ``tokens`` tokens holds sharing nothing: the layout's ``blocks``, as the sum of
+        its table and extra blocks, which needs no per-layer sum once the extra count is memoised."""
+        return self.layout.table_blocks(tokens) + self._extra(tokens)
+
     def _extra(self, tokens: int) -> int:
         """Blocks a sequence of ``tokens`` tokens holds outside its table (windowed layers, Mamba state)."""
         return self.layout.extra_blocks(tokens)
@@ -368,7 +406,13 @@ class Scheduler:
         return sum(self._extra(len(t)) for t in lists)
 
     def _room(self, token_lists: list, reserve: int) -> bool:
-        return self.blocks.blocks_needed(token_lists) + reserve <= self.blocks.admission_room
+        """Whether new sequences of ``token_lists`` plus ``reserve`` blocks fit above the watermark. Each list
+        takes at most its table's blocks (all of them when it shares nothing), so when those fit the allocator
+        is not asked to look its prompt up."""
+        room = self.blocks.admission_room
+        if sum(self.layout.table_blocks(len(t)) for t in token_lists) + reserve <= room:
+            return True
+        return self.blocks.blocks_needed(token_lists) + reserve <= room
 
     def _swap_in(self) -> None:
         """Bring swapped requests back (before any new admission), oldest first, with their decode slots."""
@@ -394,17 +438,13 @@ class Scheduler:
 
     def _admit(self) -> None:
         """Admit waiting requests FCFS while budgets and blocks allow; the first that does not fit waits."""
-        cfg = self.config
         while self.waiting:
             group = self.waiting[0]
+            if self._refused(group):
+                self._refused_head = group
+                return
             lists = list(group.tokens.values())
-            reserve = self._held_on_admission(group, lists) + (self._decode_room(group) if cfg.reserve_decode else 0)
-            if self.seqs_left < len(lists) or self.tokens_left < 1 or not self._room(lists, reserve):
-                return
-            uncached = sum(len(t) - min(self.blocks.cached_tokens(t), len(t) - 1) for t in lists)
-            resumed = group.first_token_s is not None  # recomputing prompt + output: chunked whatever the config
-            if not (cfg.chunked_prefill or resumed) and uncached > self.tokens_left:
-                return
+            arrived = self.prefilled and not group.preemptions  # its prompt's KV came from a prefill instance
             self.waiting.popleft()
             fresh = group.first_token_s is None
             for sample, tokens in group.tokens.items():
@@ -412,7 +452,8 @@ class Scheduler:
                 self.blocks.allocate((group.rid, sample), tokens)
                 self.blocks.hold((group.rid, sample), (group.request.n if fresh else 1) * self._extra(len(tokens)))
                 cached = (self.blocks.prefix_cache_hits - hits) * self.blocks.block_size
-                group.computed[sample] = min(cached, len(tokens) - 1)  # the last token is always computed
+                # the last token is always computed
+                group.computed[sample] = len(tokens) - 1 if arrived else min(cached, len(tokens) - 1)
             if group.first_scheduled_s is None:
                 group.first_scheduled_s = self.now
             bisect.insort(self.running, group, key=lambda g: g.age)
@@ -420,6 +461,26 @@ class Scheduler:
                              f"{sum(len(t) for t in lists)} tokens, {sum(group.computed.values())} cached")
             self._schedule_prefill(group)
             self.seqs_left -= len(lists)
+
+    def _refused(self, group: _Group) -> str:
+        """Why admission must leave ``group`` waiting now ("" if it need not): ``budget`` (sequences or tokens),
+        ``blocks`` (with its reserve, above the watermark), or ``uncached`` (without chunked prefill, a fresh
+        prompt's uncached tokens exceed the token budget left)."""
+        cfg = self.config
+        lists = list(group.tokens.values())
+        if self.seqs_left < len(lists) or self.tokens_left < 1:
+            return "budget"
+        reserve = self._held_on_admission(group, lists) + (self._decode_room(group) if cfg.reserve_decode else 0)
+        if not self._room(lists, reserve):
+            return "blocks"
+        arrived = self.prefilled and not group.preemptions  # its prompt's KV came from a prefill instance
+        resumed = group.first_token_s is not None  # recomputing prompt + output: chunked whatever the config
+        if not (cfg.chunked_prefill or resumed):  # the uncached part must fit this step's budget
+            uncached = len(lists) if arrived else sum(len(t) - min(self.blocks.cached_tokens(t), len(t) - 1)
+                                                      for t in lists)
+            if uncached > self.tokens_left:
+                return "uncached"
+        return ""
 
     def _schedule_prefill(self, group: _Group) -> None:
         for sample, tokens in group.tokens.items():
@@ -489,6 +550,183 @@ class Scheduler:
             self.running.remove(group)
             group.finish_s = self.now
             self.trace.event(self.step_id, self.now, "finish", group.rid, f"{group.output_tokens} tokens")
+
+    # ---- the fast path: plain decode steps in bulk -----------------------------------------------
+    def _decode_span(self, step: int, next_arrival: float | None) -> int:
+        """Run steps ``step``, ``step + 1``, ... at once while the reference would run each as a plain decode
+        step, and return how many (0: none; the caller runs :meth:`_step`).
+
+        A step is plain when every running request decodes all its samples and nothing else can happen:
+        nothing is swapped; nothing waits, or (fixed policy) the waiting head is refused (:meth:`_refused`);
+        nothing arrives before the step starts; no sample finishes before the span's last step; and the blocks
+        the decodes take (new blocks and copy-on-write copies, counted with none freed) fit the free ones, so
+        nothing is preempted. Models with extra blocks (windowed layers beside full ones, Mamba state) always
+        take the reference path.
+
+        A head refused for its budget stays refused while the running set does. One refused for blocks (or its
+        uncached tokens) can only be let in by a decode that fills a block with the tokens of one of its blocks
+        (a key it would then find) or that frees a block (a fill that switches to an equal cached block): taking
+        blocks only shrinks the room. So the head is checked again after each step with such a fill, and when
+        it would be admitted there, that step is finished by the reference (:meth:`_hand_over`).
+
+        The span changes the books in the reference's order wherever order matters: each token that takes or
+        fills a block goes through :meth:`BlockManager.append_token` step by step, oldest request first, the
+        tokens between them through one :meth:`BlockManager.extend_within_block` each; samples that finish
+        free their blocks after the last step's appends, oldest first. Step times are
+        :meth:`StepCost.step_times` (equal to :meth:`StepCost.step_time` bit for bit), the clock adds them one
+        by one, and the trace gets one row per step.
+        """
+        cfg, running, bs = self.config, self.running, self.blocks.block_size
+        if not running or self.swapped or self.layout.has_extra or any(g.computed or g.slotted for g in running):
+            return 0
+        width = sum(len(g.tokens) for g in running)  # decode tokens per step
+        if width > cfg.max_num_seqs or width > cfg.max_num_batched_tokens:
+            return 0
+        watch = None  # the waiting head's block contents, while blocks keep it out
+        if self.waiting:
+            head = self.waiting[0]
+            if head is not self._refused_head:  # not refused yet: the reference step will most likely admit it
+                return 0
+            self.seqs_left, self.tokens_left = cfg.max_num_seqs - width, cfg.max_num_batched_tokens - width
+            refused = self._refused(head) if cfg.reserve_decode else ""
+            if not refused:
+                return 0
+            if refused != "budget":
+                watch = self._block_contents(head)
+        seqs = [(g, sample, tokens) for g in running for sample, tokens in g.tokens.items()]
+        lengths = [len(tokens) for _, _, tokens in seqs]
+        span = min(MAX_SPAN_STEPS, cfg.max_steps - step,
+                   min(g.request.max_new_tokens - done for g in running for done in g.generated.values()))
+        starts, ends = self._span_clock(width, lengths, span, next_arrival)
+        span = len(starts)
+        # (step, sequence) -> 1 if its append takes a block (new, or a copy of a shared last one), 0 if it only fills one
+        events, takes = {}, []
+        for i, (g, sample, tokens) in enumerate(seqs):
+            held = lengths[i] - 1  # the allocator lags one token: the last sampled one has no slot yet
+            for k in range((-held - 1) % bs, span, bs):
+                events[k, i] = 0
+            take = range(-held % bs, span, bs)
+            takes += take
+            events.update(((k, i), 1) for k in take)
+            # only a fork (n > 1) shares a partial block: until each sample's first decode copies it
+            if g.request.n > 1 and held % bs and self.blocks.ref_count(self.blocks.block_table((g.rid, sample))[-1]) > 1:
+                takes.append(0)
+                events[0, i] = 1
+        free = self.blocks.num_free_blocks
+        if len(takes) > free:  # stop before the step whose blocks would run out (the reference preempts there)
+            span = sorted(takes)[free]
+            if not span:
+                return 0
+        for i, (g, sample, tokens) in enumerate(seqs):
+            tokens.extend(map(sampled_token, repeat(g.rid, span), repeat(sample, span),
+                              range(lengths[i], lengths[i] + span)))
+        done, free_after = [0] * len(seqs), []  # span tokens each allocator list has; free blocks per step
+        append, extend = self.blocks.append_token, self.blocks.extend_within_block
+        recheck = False  # a step let the head in, maybe
+        for (k, i), took in sorted(events.items()):
+            if k >= span:
+                break
+            if k > len(free_after):  # step len(free_after) is complete
+                if recheck and not self._refused(head):
+                    return self._hand_over(step, seqs, lengths, done, free_after, starts, ends)
+                recheck = False
+                free_after += [self.blocks.num_free_blocks] * (k - len(free_after))
+            g, sample, tokens = seqs[i]
+            base = lengths[i] - 1
+            if done[i] < k:
+                extend((g.rid, sample), tokens[base + done[i]:base + k])
+            before = self.blocks.num_free_blocks
+            append((g.rid, sample), tokens[base + k])
+            done[i] = k + 1
+            if watch is not None and (self.blocks.num_free_blocks > before - took or (base + k + 1) % bs == 0
+                                      and tuple(tokens[base + k + 1 - bs:base + k + 1]) in watch):
+                recheck = True
+        if recheck and not self._refused(head):
+            return self._hand_over(step, seqs, lengths, done, free_after, starts, ends)
+        free_after += [self.blocks.num_free_blocks] * (span - len(free_after))
+        for i, (g, sample, tokens) in enumerate(seqs):
+            if done[i] < span:
+                extend((g.rid, sample), tokens[lengths[i] - 1 + done[i]:lengths[i] - 1 + span])
+        before, now = len(running), ends[span - 1]
+        self._advance(step, seqs, span, starts, ends)
+        for g in list(running):
+            for sample in list(g.tokens):
+                if g.generated[sample] == g.request.max_new_tokens:
+                    self.blocks.free((g.rid, sample))
+                    del g.tokens[sample], g.generated[sample]
+            if not g.tokens:
+                running.remove(g)
+                g.finish_s = now
+                self.trace.event(self.step_id, now, "finish", g.rid, f"{g.output_tokens} tokens")
+        free_after[-1] = self.blocks.num_free_blocks
+        waiting = len(self.waiting)
+        for k in range(span):
+            self.trace.step(starts[k], ends[k], width, 0, 0, before if k < span - 1 else len(running), waiting, 0,
+                            free_after[k])
+        return span
+
+    def _block_contents(self, group: _Group) -> set[tuple]:
+        """The token tuples of ``group``'s full blocks (remembered for the waiting head: a sample's tokens are
+        only ever appended to, so its samples and their lengths tell whether they changed)."""
+        size = tuple((sample, len(t)) for sample, t in group.tokens.items())
+        if self._watched[:2] != (group, size):
+            bs = self.blocks.block_size
+            self._watched = (group, size, {tuple(t[j:j + bs]) for t in group.tokens.values()
+                                           for j in range(0, len(t) - bs + 1, bs)})
+        return self._watched[2]
+
+    def _advance(self, step: int, seqs: list, steps: int, starts: list, ends: list) -> None:
+        """Count ``steps`` decode tokens for each of ``seqs`` (their token lists already hold them) and move the
+        clock and the step id to the end of the last."""
+        for g, sample, _ in seqs:
+            g.generated[sample] += steps
+            g.output_tokens += steps
+        self.outputs += len(seqs) * steps
+        self.step_id, self.now = step + steps - 1, ends[steps - 1] if steps else self.now
+
+    def _hand_over(self, step: int, seqs: list, lengths: list, done: list, free_after: list, starts: list,
+                   ends: list) -> int:
+        """End a span at step ``k = len(free_after)``, whose decode appends are made and after which the waiting
+        head would be admitted: record steps before ``k``, then finish step ``k`` as :meth:`_step` would after
+        :meth:`_schedule_running` (swap-in, admission, the batch). Returns the steps run, ``k + 1``."""
+        k, cfg = len(free_after), self.config
+        for i, (g, sample, tokens) in enumerate(seqs):
+            base = lengths[i] - 1
+            if done[i] <= k:
+                self.blocks.extend_within_block((g.rid, sample), tokens[base + done[i]:base + k + 1])
+            del tokens[lengths[i] + k:]  # step k's token is sampled by the reference below
+        self._advance(step, seqs, k, starts, ends)
+        for j in range(k):
+            self.trace.step(starts[j], ends[j], len(seqs), 0, 0, len(self.running), len(self.waiting), 0, free_after[j])
+        self.step_id, self.extra_s, self.wasted = step + k, 0.0, 0
+        self.batch_decode, self.batch_prefill = [(g, sample) for g, sample, _ in seqs], []
+        self.tokens_left = cfg.max_num_batched_tokens - len(seqs)
+        self.seqs_left = cfg.max_num_seqs - len(seqs)
+        for g, sample, _ in seqs:
+            g.slotted.add(sample)
+        self._swap_in()
+        self._admit()
+        self._execute()
+        return k + 1
+
+    def _span_clock(self, width: int, lengths: list[int], span: int, next_arrival: float | None) -> tuple[list, list]:
+        """Start and end times of up to ``span`` decode steps of ``width`` sequences of ``lengths`` tokens at the
+        first, one token longer each step; the steps stop before one that would start at or after
+        ``next_arrival``. Times are computed in chunks of doubling size, since the arrival often comes soon."""
+        starts, ends, now = [], [], self.now
+        while len(starts) < span:
+            done = len(starts)
+            count = min(span - done, max(SPAN_CHUNK, done))
+            context = sum(lengths)
+            attended = [context + width * k for k in range(done, done + count)]
+            kv_read = self.cost.kv_bytes_read_steps([n + done for n in lengths], count)
+            for seconds in self.cost.step_times(width, attended, kv_read):
+                if starts and next_arrival is not None and now >= next_arrival:
+                    return starts, ends
+                starts.append(now)
+                now += seconds
+                ends.append(now)
+        return starts, ends
 
     def _fingerprint(self) -> tuple:
         def seqs(g):

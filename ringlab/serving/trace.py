@@ -5,6 +5,24 @@ Per request (seconds): **queueing delay** = first admitted - arrival; **TTFT** (
 sample - 1), for requests of at least two tokens; **latency** = finish - arrival. Throughput is
 output tokens (all samples) per second of simulated time from the first arrival to the last finish.
 Percentiles are numpy's linear interpolation over the finished requests.
+
+**Goodput** under an SLA (:meth:`Trace.metrics` with ``sla_ttft`` and/or ``sla_tpot``, seconds): a request
+*meets the SLA* when it finished, its TTFT <= ``sla_ttft`` and its TPOT <= ``sla_tpot`` (a request of one
+output token has no TPOT and meets that limit vacuously); a rejected or unfinished request misses it
+(requests that had not arrived when a truncated run stopped are not in the trace at all).
+Goodput = requests meeting the SLA / simulated span (the span of the throughput, first arrival to the end
+of the run), in requests per second; attainment = the fraction of *all* requests that meet a limit. This is
+the per-run "request goodput" of vLLM's serving benchmark (``vllm/benchmarks/serve.py``, ``--goodput
+ttft:500 tpot:50``: completions within every limit, a limit met at equality, over the run's duration); DistServe
+(Zhong et al., OSDI 2024, arXiv:2401.09670) introduced goodput for LLM serving as the highest request
+rate served with a target fraction of requests within both limits, which
+:func:`ringlab.serving.goodput.find_rate` searches for.
+
+**Prefix-cache hit rate** = hit blocks / full prompt blocks looked up. The allocator counts a hit for
+every full block it finds by key at each allocation: a first admission (the prompt of sample 0: its
+``prompt_tokens // block_size`` full blocks), but also a re-admission after a recompute preemption
+(prompt + output so far) and a swap-in. The trace knows the lookups of first admissions only, so the
+rate is given when no request was preempted, else None (and None with prefix caching off).
 """
 
 from __future__ import annotations
@@ -12,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from ringlab.validation import check_real
 
 STEP_FIELDS = ("start_s", "end_s", "decode_tokens", "prefill_tokens", "wasted_tokens", "running", "waiting",
                "swapped", "free_blocks")
@@ -42,7 +62,8 @@ class Trace:
     ttft_s, tpot_s, latency_s, output_tokens, preemptions); ``livelock``: None, or the (first, repeat)
     step numbers of the state that came back; ``truncated``: None, or why the run stopped early (the
     step cap), in which case every number describes a partial run; counters ``preemptions`` (by mode), ``preempted_blocks``,
-    ``prefix_cache_hits``, ``copies``, ``rejected``.
+    ``prefix_cache_hits``, ``copies``, ``rejected``; ``prefix_cache_lookups``: full prompt blocks looked up
+    at first admissions, None when the hit rate is not derivable (module docstring).
     """
 
     def __init__(self, num_blocks: int, block_size: int):
@@ -57,6 +78,7 @@ class Trace:
         self.requests: list[dict] = []
         self.steps: dict[str, np.ndarray] = {}
         self.prefix_cache_hits = self.copies = 0
+        self.prefix_cache_lookups: int | None = None
         self.end_s = 0.0
 
     def event(self, step, time_s, kind, request_id, detail) -> None:
@@ -75,6 +97,34 @@ class Trace:
     def step(self, *row) -> None:
         """Append one step's row, its values in the order of :data:`STEP_FIELDS`."""
         self._rows.append(row)
+
+    @classmethod
+    def combined(cls, requests: list[dict], parts: list[Trace]) -> Trace:
+        """One trace for several instances that served one workload (:mod:`ringlab.serving.disagg`): ``requests``
+        are the per-request rows as the system saw them (the :attr:`requests` keys), ``parts`` the instances'
+        finished traces. Their events and steps are merged in time order, counters are summed, and the pool is
+        the parts' pools together. The prefix-cache lookups are summed when each request was served by one part
+        (colocated instances); else (a disaggregated request is looked up on two instances) the hit rate is None."""
+        first = parts[0] if parts else None
+        out = cls(sum(p.num_blocks for p in parts), first.block_size if first else 1)
+        out.requests = list(requests)
+        out._rows = sorted((row for p in parts for row in p._rows), key=lambda row: row[0])
+        out.steps = {name: np.concatenate([p.steps[name] for p in parts])[np.argsort(
+            np.concatenate([p.steps["start_s"] for p in parts]), kind="stable")] for name in STEP_FIELDS} \
+            if parts else {}
+        out.events = sorted((e for p in parts for e in p.events), key=lambda e: e.time_s)
+        for p in parts:
+            for mode, count in p.preemptions.items():
+                out.preemptions[mode] += count
+            out.preempted_blocks += p.preempted_blocks
+            out.rejected.update(p.rejected)
+            out.prefix_cache_hits += p.prefix_cache_hits
+            out.copies += p.copies
+        out.end_s = max((p.end_s for p in parts), default=0.0)
+        lookups = [p.prefix_cache_lookups for p in parts]
+        if parts and None not in lookups and sum(len(p.requests) for p in parts) == len(out.requests):
+            out.prefix_cache_lookups = sum(lookups)
+        return out
 
     def finish(self, groups: list, blocks, end_s: float) -> None:
         """Freeze the log: step arrays, per-request rows and the allocator's counters."""
@@ -96,6 +146,9 @@ class Trace:
                 if done and r.max_new_tokens > 1 else None,
                 latency_s=g.finish_s - r.arrival_s if done else None,
             ))
+        if blocks.enable_prefix_caching and not any(g.preemptions for g in groups):
+            self.prefix_cache_lookups = sum(r["prompt_tokens"] // blocks.block_size for r in self.requests
+                                            if r["queueing_s"] is not None)  # admitted: allocated once
 
     @property
     def num_steps(self) -> int:
@@ -105,9 +158,28 @@ class Trace:
         """Requests with ``status`` (finished, unfinished or rejected)."""
         return sum(r["status"] == status for r in self.requests)
 
-    def metrics(self) -> dict:
+    def meets_sla(self, sla_ttft: float | None = None, sla_tpot: float | None = None) -> list[tuple[bool, bool]]:
+        """Per request (in :attr:`requests` order): whether it meets ``sla_ttft`` and whether it meets ``sla_tpot``
+        (seconds; None: no limit, always met), by the rules of the module docstring. Raises ValueError naming the
+        limit outside 1 us .. 1 h (:data:`SLA_RANGE_S`)."""
+        limits = [_limit(sla_ttft, "sla_ttft"), _limit(sla_tpot, "sla_tpot")]
+        out = []
+        for r in self.requests:
+            done = r["status"] == "finished"
+            out.append((done and r["ttft_s"] <= limits[0],
+                        done and (r["tpot_s"] is None or r["tpot_s"] <= limits[1])))
+        return out
+
+    def metrics(self, sla_ttft: float | None = None, sla_tpot: float | None = None) -> dict:
         """Summary numbers (JSON-ready): counts, steps, simulated seconds, throughput, and mean / p50 /
-        p99 of TTFT, TPOT, queueing delay and latency in seconds (None when no request qualifies)."""
+        p99 of TTFT, TPOT, queueing delay and latency in seconds (None when no request qualifies);
+        ``prefix_cache_hit_rate`` (None when not derivable, module docstring).
+
+        With ``sla_ttft`` and/or ``sla_tpot`` (seconds) also: ``sla_ttft_s``, ``sla_tpot_s``, ``sla_met``
+        (requests meeting every limit given), ``goodput_requests_per_s`` (those per simulated second, None for
+        a zero span), ``sla_attainment`` (their fraction of all requests) and ``sla_ttft_attainment`` /
+        ``sla_tpot_attainment`` (each limit alone; None for a limit not given). Raises ValueError naming a limit
+        outside 1 us .. 1 h (:data:`SLA_RANGE_S`)."""
         finished = [r for r in self.requests if r["status"] == "finished"]
         first = min((r["arrival_s"] for r in self.requests), default=0.0)
         span = self.end_s - first
@@ -120,6 +192,8 @@ class Trace:
             preempted_blocks=self.preempted_blocks, wasted_prefill_tokens=int(self.steps["wasted_tokens"].sum())
             if self.num_steps else 0,
             prefix_cache_hit_blocks=self.prefix_cache_hits, copy_on_write_copies=self.copies,
+            prefix_cache_hit_rate=self.prefix_cache_hits / self.prefix_cache_lookups
+            if self.prefix_cache_lookups else None,
             livelock=self.livelock is not None,
             truncated=self.truncated is not None, truncated_reason=self.truncated,
         )
@@ -129,11 +203,22 @@ class Trace:
             for label, fn in (("mean", np.mean), ("p50", lambda v: np.percentile(v, 50)),
                               ("p99", lambda v: np.percentile(v, 99))):
                 out[f"{stem}_{label}_s"] = float(fn(values)) if values.size else None
+        if sla_ttft is not None or sla_tpot is not None:
+            meets = self.meets_sla(sla_ttft, sla_tpot)
+            total = len(meets)
+            met = sum(a and b for a, b in meets)
+            out.update(
+                sla_ttft_s=sla_ttft, sla_tpot_s=sla_tpot, sla_met=met,
+                goodput_requests_per_s=met / span if span > 0 else None,
+                sla_attainment=met / total if total else None,
+                sla_ttft_attainment=sum(a for a, _ in meets) / total if total and sla_ttft is not None else None,
+                sla_tpot_attainment=sum(b for _, b in meets) / total if total and sla_tpot is not None else None,
+            )
         return out
 
-    def summary(self) -> str:
-        """The metrics as a few lines of text (times in ms)."""
-        m = self.metrics()
+    def summary(self, sla_ttft: float | None = None, sla_tpot: float | None = None) -> str:
+        """The metrics as a few lines of text (times in ms); with SLAs (seconds), a line of goodput."""
+        m = self.metrics(sla_ttft, sla_tpot)
 
         def ms(key):
             return "-" if m[key] is None else f"{m[key] * 1e3:,.1f}"
@@ -148,8 +233,17 @@ class Trace:
             f"queue ms  mean {ms('queueing_mean_s')}  p50 {ms('queueing_p50_s')}  p99 {ms('queueing_p99_s')}",
             f"preemptions: {m['preemptions_recompute']} recompute, {m['preemptions_swap']} swap "
             f"({m['preempted_blocks']:,} blocks); prefix-cache hits {m['prefix_cache_hit_blocks']:,} blocks; "
-            f"copy-on-write copies {m['copy_on_write_copies']:,}",
+            f"copy-on-write copies {m['copy_on_write_copies']:,}"
+            + ("" if m["prefix_cache_hit_rate"] is None else f"; hit rate {m['prefix_cache_hit_rate']:.1%}"),
         ]
+        if "sla_met" in m:
+            limits = " and ".join(f"{name} <= {limit * 1e3:g} ms" for name, limit in
+                                  (("TTFT", sla_ttft), ("TPOT", sla_tpot)) if limit is not None)
+            lines.append(f"SLA {limits}: {m['sla_met']:,} of {m['requests']:,} requests meet it "
+                         f"({_percent(m['sla_attainment'])}; TTFT alone {_percent(m['sla_ttft_attainment'])}, "
+                         f"TPOT alone {_percent(m['sla_tpot_attainment'])}); goodput "
+                         + ("-" if m["goodput_requests_per_s"] is None
+                            else f"{m['goodput_requests_per_s']:,.2f} requests/s"))
         if self.rejected:
             reasons = sorted(set(self.rejected.values()))
             lines.append(f"rejected on arrival: {reasons[0]}" + (f" (and {len(reasons) - 1} other reasons)"
@@ -159,3 +253,17 @@ class Trace:
         if self.truncated:
             lines.append(f"TRUNCATED: {self.truncated}")
         return "\n".join(lines)
+
+
+SLA_RANGE_S = (1e-6, 3600.0)  # an SLA limit outside 1 us .. 1 h is a unit mistake (the range plan_serve takes)
+
+
+def _limit(value: float | None, name: str) -> float:
+    """An SLA limit in seconds: ``inf`` for None; ValueError/TypeError naming ``name`` outside :data:`SLA_RANGE_S`."""
+    if value is None:
+        return np.inf
+    return check_real(value, name, min=SLA_RANGE_S[0], max=SLA_RANGE_S[1])
+
+
+def _percent(fraction: float | None) -> str:
+    return "-" if fraction is None else f"{fraction:.1%}"

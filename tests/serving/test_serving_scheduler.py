@@ -255,3 +255,10 @@ def test_config_arguments_are_checked(kwargs, error, match):
 def test_duplicate_request_ids_are_refused():
     with pytest.raises(ValueError, match="unique"):
         simulate([Request(0, 0.0, (1,), 1), Request(0, 0.0, (2,), 1)])
+
+
+def test_the_prefix_policy_reaches_the_allocator():
+    scheduler = Scheduler("llama-2-7b", "h100-sxm", 64, config=SchedulerConfig(prefix_policy="vllm-v1"))
+    assert scheduler.blocks.policy == "vllm-v1"
+    with pytest.raises(ValueError, match="prefix_policy must be one of uncached-first, vllm-v1"):
+        SchedulerConfig(prefix_policy="lru")
