@@ -27,6 +27,8 @@ _KV = "05_kv_cache.py"
 
 _SMI = "09_gpu_monitor.py"
 
+_TRAFFIC = "21_serving_real_traffic.py"
+
 _ACC = "11_grad_accumulation.py"
 
 # 19a's worked answer: the lines its classic mistakes touch
@@ -215,6 +217,24 @@ EDITS = {
     "19a_raises_the_group": (_SHARDS, [(_FIRST_ERROR, "raise  # the ExceptionGroup itself", 1)],
                              ["should name the first failure"],
                              "lets the TaskGroup's ExceptionGroup out: its message names no shard"),
+    "21a_hits_past_first_miss": (_TRAFFIC, [("hits += len(held)", "hits += sum(key in block_of for key in keys)", 1)],
+                                 ["past its first miss", "longest cached prefix"],
+                                 "counts every cached id of a request, not only its cached prefix"),
+    "21a_no_eviction": (_TRAFFIC, [("OrderedDict.fromkeys(range(num_blocks))",
+                                    "OrderedDict.fromkeys(range(sum(map(len, requests)) + len(requests)))", 1)],
+                        ["infinite-cache ceiling", "evicts"], "a pool sized by the trace: nothing is ever evicted"),
+    "21a_evicts_most_recent": (_TRAFFIC, [("free.popitem(last=False)", "free.popitem()", 1)],
+                               ["most recently freed", "least recently used"],
+                               "takes fresh blocks from the tail of the queue: the blocks just freed are evicted"),
+    "21a_frees_first_to_last": (_TRAFFIC, [("for block in reversed(held):", "for block in held:", 1)],
+                                ["first to last", "head is evicted before its tail"],
+                                "frees a request's first block first: its prefix's head goes before its tail"),
+    "21a_counts_requests": (_TRAFFIC, [("hits += len(held)", "hits += bool(held)", 1),
+                                       ("listed += len(keys)", "listed += 1", 1)],
+                            ["fraction of requests", "counts blocks"],
+                            "counts the requests with any hit over all requests, not blocks"),
+    "21a_returns_hits": (_TRAFFIC, [("return hits / listed", "return hits", 1)],
+                         ["number of hit blocks", "hits / listed"], "returns the hit count, not the rate"),
 }
 
 

@@ -281,12 +281,25 @@ TOPICS: tuple[Topic, ...] = (
           ("ringlab.viz.plan",),
           ("tests/plan", "tests/viz/test_viz_plan.py"),
           prerequisites=("17", "18"), minutes=45),
+    Topic("21", "serving_real_traffic",
+          "Serving real traffic: production traces, prefix-cache hits, goodput and prefill/decode disaggregation",
+          "Real traffic: Azure and Mooncake production traces replayed; the prefix-cache hit rate a pool of N "
+          "blocks keeps under vLLM v1's LRU against the infinite-cache ceiling; goodput under TTFT and TPOT "
+          "targets; prefill/decode disaggregation and the KV transfer between nodes.",
+          _ex("21", ("prefix_hit_rate", "")),
+          ("ringlab.serving.traces", "ringlab.serving.prefix_hits", "ringlab.serving.blocks",
+           "ringlab.serving.goodput", "ringlab.serving.disagg"),
+          ("ringlab.viz.traffic",),
+          ("tests/serving/test_traces.py", "tests/serving/test_prefix_hits.py",
+           "tests/serving/test_prefix_policy_v1.py", "tests/serving/test_goodput.py", "tests/serving/test_disagg.py",
+           "tests/check/graders/test_serving_real_traffic_grader.py", "tests/check/cards/test_card_21.py"),
+          prerequisites=("14", "15"), minutes=45),
 )
 
 # A first pass for a newcomer: the ring and its costs, the calculators interviews ask about, then
 # the topics that need real processes, serving and the fabric. Prerequisites always come first.
 RECOMMENDED_ORDER: tuple[str, ...] = ("01", "02", "04", "05", "06", "07", "08", "13", "16", "17", "18", "03",
-                                      "11", "10", "14", "15", "19", "20", "09", "12")
+                                      "11", "10", "14", "15", "21", "19", "20", "09", "12")
 
 _BY_ID = {t.id: t for t in TOPICS}
 _BY_SLUG = {t.slug: t for t in TOPICS}

@@ -22,7 +22,7 @@ recycled is the *policy* (``BlockManager(policy=...)``):
   shares every cached block of its chain, even after a missing one, and a block that fills during decode
   switches to an equal cached block when there is one (one block per prefix).
 - ``"vllm-v1"``: vLLM v1's automatic prefix caching (docs.vllm.ai, design "Automatic Prefix Caching",
-  ``docs/design/prefix_caching.md``; code ``vllm/v1/core/block_pool.py``: ``BlockPool``, ``touch``,
+  ``vllm-project/vllm/docs/design/prefix_caching.md``; code ``vllm/v1/core/block_pool.py``: ``BlockPool``, ``touch``,
   ``free_blocks``, ``_maybe_evict_cached_block``; ``vllm/v1/core/kv_cache_utils.py``:
   ``FreeKVCacheBlockQueue``, ``hash_block_tokens``; ``vllm/v1/core/kv_cache_manager.py``:
   ``get_computed_blocks``). One free queue in LRU order holds every free block, cached or not, and

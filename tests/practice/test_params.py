@@ -14,7 +14,7 @@ from ringlab.check.cards import card_ids, draw_params, is_parametrised, load_car
 from ringlab.practice.session import card_rng
 
 SEEDS = range(6)
-PARAMETRISED = ["01", "04", "05", "06", "07", "08", "14", "16", "18", "19", "20"]
+PARAMETRISED = ["01", "04", "05", "06", "07", "08", "14", "16", "18", "19", "20", "21"]
 
 # HF config.json: (layers, hidden, heads, kv_heads, head_dim, intermediate, vocab)
 CONFIGS = {
