@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ringlab.check.golang import GO_MISSING
+from solution_grades import graded_solution  # tests/ is on sys.path (rootdir-relative)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -38,8 +39,10 @@ def _grader_cells():
 
 @pytest.mark.parametrize("source", list(_grader_cells()))
 def test_grader_cell_passes_on_the_solutions(source, monkeypatch):
-    """Run the cell with the solutions swapped in for the learner's files; its value must be 'passed'."""
+    """Run the cell with the solutions swapped in for the learner's files; its value must be 'passed'. Its
+    ``grade("NN")`` shares the grading of the solution file with tests/check/graders (tests/solution_grades.py)."""
     monkeypatch.setenv("RINGLAB_USE_SOLUTIONS", "1")
+    monkeypatch.setattr("ringlab.check.grade", graded_solution)
     monkeypatch.chdir(ROOT / "notebooks")
     tree = ast.parse(source)
     last = tree.body.pop()

@@ -191,6 +191,8 @@ class _Floors:
         self.states: dict = {}
         self.activations: dict = {}
         self.cluster = resolve_cluster(job.topology, job.gpus)
+        # equal layers (all but their index) have equal kernels: count each kind once, times its layers
+        self.layer_kinds = Counter(dataclasses.replace(layer, index=0) for layer in job.model.layers)
 
     def microbatches(self, c: Candidate) -> int:
         return self.job.global_batch // (c.dp * c.micro_batch)
@@ -219,9 +221,9 @@ class _Floors:
             model, s = self.job.model, self.job.seq_len
             whole = ParallelLayout(c.dp, c.tp, 1, c.cp, c.ep, 1, c.sequence_parallel)
             batch = check_layout(model, whole, s, c.micro_batch, self.job.global_batch)
-            kernels = tuple(k for layer in model.layers
-                            for k in layer_kernels(model, layer, s, c.micro_batch, whole, False, True, "bf16"))
-            nbytes = kernel_bytes(kernels, c.recompute) + kernel_bytes(output_kernels(model, s, c.micro_batch, whole))
+            nbytes = sum(n * kernel_bytes(layer_kernels(model, layer, s, c.micro_batch, whole, False, True, "bf16"),
+                                          c.recompute) for layer, n in self.layer_kinds.items())
+            nbytes += kernel_bytes(output_kernels(model, s, c.micro_batch, whole))
             items = stage_traffic(model, whole, batch, 0, "zero1", Precision(), c.recompute)
             exposed = sum(item_seconds(i, whole, self.cluster) for i in items if i.dim in ("tp", "ep"))
             self.whole[key] = (roofline(0, nbytes, self.job.hardware).memory_time_s, exposed)

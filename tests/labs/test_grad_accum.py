@@ -53,11 +53,8 @@ def _diverged(rank_offset):
     return tuple(ok), ""
 
 
-def test_check_grads_in_sync_names_the_rank_and_parameter():
-    from ringlab.dist import launch
-
-    results = launch(_diverged, 2, timeout=60, args=(0.5,), threads=1)
-    for shape, message in results:
+def test_check_grads_in_sync_names_the_rank_and_parameter(checks):
+    for (shape, message), _ in checks:
         assert shape == (2, 8)  # 4 parameters x (sum, sum of squares)
         assert "ranks [1]" in message and "'2.bias'" in message
 
@@ -90,9 +87,20 @@ def _static_graph_no_sync(seed):
     return refused
 
 
-def test_static_graph_with_no_sync_is_refused_with_a_reason():
-    """torch's DDP(static_graph=True) cannot skip reductions: the lab says so instead of an internal assert."""
+def _diverged_then_static_graph(rank_offset, seed):
+    """Both ranks' ``(_diverged(rank_offset), _static_graph_no_sync(seed))``: the two need their own models only,
+    so they share one launch (start-up, DDP's import of torch._dynamo included, once instead of twice)."""
+    return _diverged(rank_offset), _static_graph_no_sync(seed)
+
+
+@pytest.fixture(scope="module")
+def checks():
     from ringlab.dist import launch
 
-    for message in launch(_static_graph_no_sync, 2, timeout=60, args=(0,), threads=1):
+    return launch(_diverged_then_static_graph, 2, timeout=120, args=(0.5, 0), threads=1)
+
+
+def test_static_graph_with_no_sync_is_refused_with_a_reason(checks):
+    """torch's DDP(static_graph=True) cannot skip reductions: the lab says so instead of an internal assert."""
+    for _, message in checks:
         assert message is not None and "static_graph" in message and "every_backward" in message

@@ -62,7 +62,7 @@ reach ~80-90% of the datasheet's HBM bandwidth on large tensors, so these times 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ringlab.calc.kvcache import kv_heads_per_rank
@@ -112,7 +112,12 @@ def _qk_widths(model: ModelConfig, layer: LayerSpec, tp: int) -> tuple[int, int,
     return heads, heads * layer.k_head_dim, kv * layer.k_head_dim
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
+def _unnumbered(layer: LayerSpec) -> LayerSpec:
+    """``layer`` as layer 0: the kernels do not depend on where a layer sits, so equal layers share a cache entry."""
+    return replace(layer, index=0)
+
+
 def layer_kernels(model: ModelConfig, layer: LayerSpec, seq_len: int, micro_batch: int = 1,
                   layout: ParallelLayout = ParallelLayout(), dropout: bool = False, flash_attention: bool = True,
                   act_dtype: str = "bf16") -> tuple[Kernel, ...]:
@@ -121,6 +126,13 @@ def layer_kernels(model: ModelConfig, layer: LayerSpec, seq_len: int, micro_batc
     ``dropout``: GPT-style training with dropout (masks of 1 B per element); ``flash_attention``: no score
     kernels; ``act_dtype``: of the activations (bytes per element E). Returns a tuple of :class:`Kernel`.
     """
+    return _layer_kernels(model, _unnumbered(layer), seq_len, micro_batch, layout, dropout, flash_attention,
+                          act_dtype)
+
+
+@lru_cache(maxsize=4096)
+def _layer_kernels(model: ModelConfig, layer: LayerSpec, seq_len: int, micro_batch: int, layout: ParallelLayout,
+                   dropout: bool, flash_attention: bool, act_dtype: str) -> tuple[Kernel, ...]:
     t, e = layout.tp, dtype_bytes(act_dtype)
     tokens = micro_batch * (seq_len // layout.cp)
     rows = tokens / t if layout.sequence_parallel else tokens  # rows of the width-h tensors on this GPU

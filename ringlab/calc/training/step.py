@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ringlab.calc.comm import canonical_strategy
 from ringlab.calc.hardware import Hardware, get_hardware, peak_flops
@@ -128,6 +129,13 @@ def _p2p_link(cluster, same_node: bool) -> tuple[float, float]:
     return cluster.nic_latency, cluster.node_network_bandwidth / cluster.gpus_per_node
 
 
+@lru_cache(maxsize=1024)
+def _group_ring_link(cluster, size: int, stride: int, collective: str):
+    """``ring_link`` of one group's part of ``cluster``: a layout search asks for the same few groups ~10^5 times,
+    and building the part (a validated Cluster) costs more than the rest of :func:`item_seconds`."""
+    return ring_link(group_subcluster(cluster, size, stride), collective)
+
+
 def item_seconds(item: TrafficItem, layout: ParallelLayout, cluster) -> float:
     """Seconds ``item`` keeps the GPU's links busy on ``cluster`` (all its calls, no overlap)."""
     g = cluster.gpus_per_node
@@ -139,7 +147,7 @@ def item_seconds(item: TrafficItem, layout: ParallelLayout, cluster) -> float:
         stride = layout.tp
     n = item.group_size
     if item.collective in _RING:
-        link = ring_link(group_subcluster(cluster, n, stride), item.collective)
+        link = _group_ring_link(cluster, n, stride, item.collective)
         steps = get_algorithm(item.collective, "ring").num_steps(n)
         return item.count * steps * link.alpha + item.bytes_sent / link.bandwidth
     if item.collective == "send_recv":

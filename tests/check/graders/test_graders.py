@@ -10,6 +10,7 @@ from ringlab.check.golang import GO_MISSING, go_command
 from ringlab.course.make_exercises import generate, main as make_main, make_stub
 
 from mutant_edits import EDITS, GO_EDITS, SOLUTIONS, mutated_source  # tests/ is on sys.path (rootdir-relative)
+from solution_grades import graded_solution
 
 ROOT = Path(__file__).resolve().parents[3]
 MUTANTS = ROOT / "tests" / "mutants"
@@ -78,7 +79,7 @@ def test_solution_passes(exercise_id, monkeypatch):
     if EXERCISES[exercise_id].file.endswith(".go") and go_command() is None:
         pytest.skip(GO_MISSING)
     monkeypatch.setenv("RINGLAB_USE_SOLUTIONS", "1")
-    result = grade(exercise_id)
+    result = graded_solution(exercise_id)  # shared with the notebook's grader cell (tests/test_notebooks.py)
     assert result.status == "passed", str(result)
     assert result.cases > 10  # edge cases and drawn cases, not one happy path
 
