@@ -150,12 +150,18 @@ def _positive(parser, args, names):
             parser.error(f"--{name} must be a finite number > 0, got {value}")
 
 
-def _check_trace_options(parser, args, argv) -> None:
-    """One-line errors for ``--trace`` with a Poisson option, or ``--trace-format`` / ``--trace-limit`` without it."""
+def _check_partner_options(parser, args, argv) -> None:
+    """One-line errors for an option given without the one it belongs to: ``--trace`` with a Poisson option,
+    ``--trace-format`` / ``--trace-limit`` without it, ``--topology`` / ``--nodes`` without ``--split`` or
+    ``--best-split``."""
     quiet = build_parser()  # the same options with no defaults: what argv names explicitly
     for action in quiet._actions:
         action.default = argparse.SUPPRESS
     given = {"--" + dest.replace("_", "-") for dest in vars(quiet.parse_args(argv))}
+    placed = sorted(given & {"--topology", "--nodes"})
+    if placed and not (args.split or args.best_split):
+        verb = "apply" if len(placed) > 1 else "applies"
+        parser.error(f"{' and '.join(placed)} only {verb} to --split P:D or --best-split, whose instances they place")
     if args.trace is None:
         if given & {"--trace-format", "--trace-limit"}:
             parser.error("--trace-format and --trace-limit need --trace FILE")
@@ -169,7 +175,7 @@ def _check_trace_options(parser, args, argv) -> None:
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    _check_trace_options(parser, args, argv)
+    _check_partner_options(parser, args, argv)
     _positive(parser, args, ["blocks", "block-size", "rate", "seconds", "prompt-len", "output-len", "n",
                              "max-num-batched-tokens", "max-num-seqs"])
     if args.blocks is not None and args.blocks > MAX_BLOCKS:

@@ -65,7 +65,7 @@ STATS.update(ignored_options_allowed=ALLOWED, ignored_options_verdicts=VERDICTS)
 BOGUS = "zz-no-such-value"
 # 90: a compute capability (--compcap takes 60 to 120)
 PLAIN_NUMBERS = ["2", "4", "1", "8", "16", "3", "0.5", "1000", "4096", "1048576", "1e9", "0.001", "90"]
-PLAIN_TEXT = ["2", "1-2", "1,2", "4", "1"]  # for text types of their own (world-size lists)
+PLAIN_TEXT = ["2", "1-2", "1,2", "4", "1", "1:1"]  # for text types of their own (world-size lists, a P:D split)
 MAX_TRIES = 12  # values tried per option and base before the partners named in its help
 
 

@@ -137,6 +137,8 @@ def test_cli_split_and_best_split(capsys):
     (["--best-split"], "needs both --sla-ttft and --sla-tpot"),
     (["--split", "1:1", "--best-split", "--sla-ttft", "1s", "--sla-tpot", "1s"], "cannot be combined"),
     (["--split", "1:1", "--topology", "nope"], "invalid choice"),
+    (["--nodes", "2"], "--nodes only applies to --split P:D or --best-split"),
+    (["--topology", "dgx-a100", "--nodes", "2"], "--nodes and --topology only apply to --split"),
 ])
 def test_cli_refusals(argv, words, capsys):
     with pytest.raises(SystemExit) as exit_:
