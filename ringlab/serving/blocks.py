@@ -44,9 +44,11 @@ for Security"). Every key covers its parent, so salting the first block or every
 chains: requests with different adapters or salts never share a block, requests with equal ones share as
 before.
 
-Precomputed keys. A prompt object with a ``block_keys(block_size)`` method (a trace that carries hash ids
-instead of token ids) supplies the key of each of its ``len(prompt) // block_size`` full blocks, each
-already covering its parent; they replace the keys derived from token tuples, under both policies.
+Precomputed keys. A prompt object with a ``block_keys(block_size)`` method supplies the key of each of its
+``len(prompt) // block_size`` full blocks, each already covering its parent, in place of the keys derived from
+its tokens, under both policies (:mod:`ringlab.serving.prefix_hits` is checked against this allocator so, on
+keys that are a trace's hash ids). Every prompt the scheduler serves, a trace's
+:class:`~ringlab.serving.requests.HashedPrompt` included, is keyed from its tokens.
 
 Copy-on-write. :meth:`BlockManager.fork` gives the child the parent's table, every block's reference
 count + 1 (parallel sampling, beam search). The first write into a block that another table also
@@ -278,7 +280,7 @@ class BlockManager:
         self.copies = 0  # copy-on-write copies made
         self.evictions = 0  # cached blocks recycled for new content
         self.pending_copies: list[tuple[int, int]] = []  # (src, dst) copies not yet taken by the engine
-        self._memo: dict[tuple, list[tuple]] = {}  # token tuple -> its chain keys
+        self._memo: dict[tuple, list[tuple]] = {}  # (prompt, extra keys) -> its chain keys
 
     # ---- reading the books -------------------------------------------------------------------
     @property
@@ -336,20 +338,26 @@ class BlockManager:
                              f"got {len(extra_keys)}")
         drawn: set = set()  # cached keys whose free block this batch already took
         added: set = set()  # keys the batch itself would register
-        need = 0
-        for tokens, extra in zip(token_lists, extra_keys):
-            keys, partial = self._prompt_keys(tokens, extra)
-            keys = keys[self._skipped(len(tokens)):]
-            for key, hit in zip(keys, self._hits(keys, len(tokens), added)):
+        return sum(self._look_up(tokens, extra, drawn, added)[3] for tokens, extra in zip(token_lists, extra_keys))
+
+    def _look_up(self, tokens: Sequence, extra, drawn: set, added: set) -> tuple[list, int, list[bool], int]:
+        """One prompt of a batch (:meth:`blocks_needed`): its full blocks' keys within the window, whether a partial
+        block follows (0 or 1), which keys it would share, and the free blocks it would take; ``drawn`` and
+        ``added`` (the batch's cached free keys already taken, keys it registers) are updated."""
+        keys, partial = self._prompt_keys(tokens, extra)
+        keys = keys[self._skipped(len(tokens)):]
+        hits = self._hits(keys, len(tokens), added)
+        need = partial + hits.count(False)
+        if self.enable_prefix_caching:
+            cached, ref = self._cached, self._ref
+            for key, hit in zip(keys, hits):
                 if not hit:
-                    need += 1
-                    if self.enable_prefix_caching and key not in self._cached:
+                    if key not in cached:
                         added.add(key)
-                elif key in self._cached and self._ref[self._cached[key]] == 0 and key not in drawn:
+                elif key in cached and ref[cached[key]] == 0 and key not in drawn:
                     need += 1  # it leaves the cache of free blocks
                     drawn.add(key)
-            need += partial
-        return need
+        return keys, partial, hits, need
 
     def cached_tokens(self, token_ids: Sequence, extra_keys=None) -> int:
         """Leading tokens of ``token_ids`` whose full blocks are cached by key (a multiple of block_size);
@@ -398,7 +406,8 @@ class BlockManager:
         tokens = list(token_ids)
         if not tokens:
             raise ValueError(f"token_ids of sequence {seq_id!r} must not be empty")
-        need = self.blocks_needed([token_ids], [extra_keys])
+        all_keys, _ = self._prompt_keys(token_ids, extra_keys)
+        keys, partial, hits, need = self._look_up(token_ids, extra_keys, set(), set())
         room = self.admission_room
         if need > room:
             never = self.never_fits(need)
@@ -406,26 +415,26 @@ class BlockManager:
                 f"sequence {seq_id!r} needs {need} blocks for {len(tokens)} tokens; {room} of {self.num_blocks} "
                 f"are free above the watermark of {self.watermark_blocks}"
                 + (" (it can never fit this pool)" if never else ""), need, room, never)
-        keys, partial = self._prompt_keys(token_ids, extra_keys)
-        skip = self._skipped(len(tokens))
-        table: list[int | None] = [None] * skip
+        table: list[int | None] = [None] * (len(all_keys) - len(keys))  # released past the window
         # vllm-v1's hits are a prefix, all touched before any new block is taken, as in vLLM; uncached-first
         # looks each key up when it comes to it (a block taken for an earlier one may have evicted it)
-        prefix = self._hits(keys[skip:], len(tokens), ()).count(True) if self._v1 else 0
-        for i, key in enumerate(keys[skip:]):
-            if i < prefix if self._v1 else self.enable_prefix_caching and key in self._cached:
-                block = self._cached[key]
-                if self._ref[block] == 0:
+        cached, ref, caching = self._cached, self._ref, self.enable_prefix_caching
+        take, register = self._take, self._register
+        for key, hit in zip(keys, hits):
+            if hit if self._v1 else caching and key in cached:
+                block = cached[key]
+                if ref[block] == 0:
                     self._unfree(block)
-                self._ref[block] += 1
+                ref[block] += 1
                 self.prefix_cache_hits += 1
             else:
-                block = self._take()
-                self._register(block, key)
+                block = take()
+                if caching:
+                    register(block, key)
             table.append(block)
         if partial:
-            table.append(self._take())
-        self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id] = table, tokens, keys
+            table.append(take())
+        self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id] = table, tokens, all_keys
         self._extra[seq_id], self._salt[seq_id] = [], extra_keys
         return list(table)
 
@@ -663,16 +672,21 @@ class BlockManager:
                 raise ValueError(f"prompt.block_keys({bs}) gave {len(keys)} keys for {len(prompt)} tokens; "
                                  f"expected one per full block, {len(prompt) // bs}")
             return (keys if extra is None else [(key, extra) for key in keys]), partial
-        whole = tuple(prompt)
-        keys = self._memo.get((whole, extra))
+        try:  # a hashable prompt (a tuple, a HashedPrompt) is its own memo key, without listing its tokens
+            memo = (prompt, extra)
+            keys = self._memo.get(memo)
+        except TypeError:  # a list
+            memo = (tuple(prompt), extra)
+            keys = self._memo.get(memo)
         if keys is None:
+            whole = memo[0] if type(memo[0]) is tuple else tuple(prompt)
             keys, parent = [], None
             for i in range(len(whole) // bs):
                 parent = _chain(parent, whole[i * bs:(i + 1) * bs], extra)
                 keys.append(parent)
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.clear()
-            self._memo[whole, extra] = keys
+            self._memo[memo] = keys
         return list(keys), partial
 
     def _hits(self, keys: list, length: int, added) -> list[bool]:

@@ -14,7 +14,6 @@ hash ids, so that equal ids mean equal blocks, held in a few ints per block inst
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 from collections.abc import Sequence
@@ -61,9 +60,6 @@ class Request:
         check_number("arrival_s", self.arrival_s)
 
 
-_KEY_TAG = "hashed-prompt"  # heads every HashedPrompt block key: BlockManager's own keys are 2-tuples
-
-
 class HashedPrompt(Sequence):
     """The token ids of a prompt known only by its length and the hash ids of its blocks (a production trace).
 
@@ -76,8 +72,10 @@ class HashedPrompt(Sequence):
     ids of any vocabulary (they reach ``max(hash_ids) * hash_block + hash_block - 1``).
 
     An immutable sequence of ints held as its hash ids: ``len``, iteration (at C speed, over one ``range``
-    per block), indexing, slicing (a tuple), ``==`` and ``hash`` by token content, and :meth:`block_keys` for
-    prefix caching without materialising the tokens. Raises TypeError/ValueError naming the bad argument.
+    per block), indexing, slicing (a tuple), and ``==`` and ``hash`` by token content. The block allocator keys
+    its blocks from these tokens as from any other prompt's (one scheme, so a request preempted and recomputed
+    from its token list finds its own blocks again), and a scheduler keeps the HashedPrompt, not a token list,
+    while the request waits. Raises TypeError/ValueError naming the bad argument.
     """
 
     __slots__ = ("_length", "_ids", "_block")
@@ -133,21 +131,6 @@ class HashedPrompt(Sequence):
                 runs.append(r)
         return tuple(runs)
 
-    def block_keys(self, block_size: int) -> tuple[tuple, ...]:
-        """Prefix-cache keys of the full blocks of ``block_size`` tokens (int >= 1): a tuple of ``len // block_size``.
-
-        ``key_j = ("hashed-prompt", hash(key_{j-1}) (None for j = 0), first, stop, ...)``, where ``first, stop``
-        pairs are block j's tokens as maximal runs of consecutive ids (``range(first, stop)``, usually one):
-        BlockManager's chaining of a block's tokens to the key before it, on a few ints instead of
-        ``block_size`` tokens. Runs are one form per token sequence, so two prompts' j-th keys are equal
-        exactly when their first ``(j + 1) x block_size`` tokens are, whatever their ``hash_block`` and
-        whether or not the trace's ids already chain the prefix (Mooncake's do), barring a collision of the
-        64-bit ``hash`` of the key before, as for BlockManager's keys. The tag makes them unequal to any key
-        BlockManager derives from a tuple of tokens. The last 256 prompts' keys are remembered (a scheduler
-        asks again about a waiting prompt every step).
-        """
-        return _block_keys(self, positive_int(block_size, "block_size"))
-
     def __len__(self) -> int:
         return self._length
 
@@ -178,23 +161,6 @@ class HashedPrompt(Sequence):
         ids = self.hash_ids if len(self.hash_ids) <= 6 else f"({', '.join(map(str, self.hash_ids[:3]))}, ... " \
             f"{len(self.hash_ids) - 3} more)"
         return f"HashedPrompt(length={self._length}, hash_ids={ids}, hash_block={self.hash_block})"
-
-
-@functools.lru_cache(maxsize=256)
-def _block_keys(prompt: HashedPrompt, bs: int) -> tuple[tuple, ...]:
-    """:meth:`HashedPrompt.block_keys`, remembered by token content."""
-    aligned = prompt.hash_block % bs == 0  # then every block lies in one hash block: one run
-    keys = []
-    parent = None
-    for start in range(0, len(prompt) - bs + 1, bs):
-        if aligned:
-            first = prompt[start]
-            runs = (first, first + bs)
-        else:
-            runs = tuple(itertools.chain.from_iterable((r.start, r.stop) for r in prompt._runs(start, start + bs)))
-        parent = (_KEY_TAG, None if parent is None else hash(parent), *runs)
-        keys.append(parent)
-    return tuple(keys)
 
 
 def sampled_token(request_id: int, sample: int, position: int) -> int:

@@ -127,8 +127,9 @@ class SchedulerConfig:
 
 @dataclass(eq=False)
 class _Group:
-    """A request in the engine. Per live sample: token ids (prompt + generated), tokens generated, and
-    while prefilling the tokens with KV; ``slotted``: samples whose last token already has its slot."""
+    """A request in the engine. Per live sample: token ids (prompt + generated: the request's prompt object until
+    first admitted, a list from then on), tokens generated, and while prefilling the tokens with KV;
+    ``slotted``: samples whose last token already has its slot."""
 
     request: Request
     tokens: dict = field(default_factory=dict)  # sample -> token ids; finished samples are removed
@@ -257,7 +258,9 @@ class Scheduler:
             self.trace.reject(request.request_id, reason)
             self.trace.event(None, self.now, "reject", request.request_id, reason)
             return
-        group.tokens, group.generated = {0: list(request.prompt)}, {0: 0}  # a rejected one keeps no token list
+        # the prompt itself until admission (a trace's HashedPrompt is a few ints a block): waiting requests hold
+        # no token list, so a replay's memory follows the requests in the engine, not the trace's length
+        group.tokens, group.generated = {0: request.prompt}, {0: 0}
         self.waiting.append(group)
 
     def _never_fits(self, request: Request) -> str:
@@ -450,6 +453,8 @@ class Scheduler:
             for sample, tokens in group.tokens.items():
                 hits = self.blocks.prefix_cache_hits
                 self.blocks.allocate((group.rid, sample), tokens)
+                if type(tokens) is not list:  # a fresh prompt: its samples' lists grow from here
+                    group.tokens[sample] = list(tokens)
                 self.blocks.hold((group.rid, sample), (group.request.n if fresh else 1) * self._extra(len(tokens)))
                 cached = (self.blocks.prefix_cache_hits - hits) * self.blocks.block_size
                 # the last token is always computed

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ringlab.serving.requests import MAX_TRACE_TOKENS, HashedPrompt, Request
+from ringlab.serving.requests import MAX_REQUESTS, HashedPrompt, Request
 from ringlab.validation import positive_int
 
 FORMATS = ("azure", "mooncake")
@@ -39,6 +39,9 @@ AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 MOONCAKE_HASH_BLOCK = 512  # tokens per hash id (FAST25-release/README.md)
 MAX_LENGTH = 10_000_000  # tokens of one request's input or output: past every model's context (Llama 4 Scout: 10 M)
+# Hash ids the replayed prompts hold in all, ~40 B each as Python ints in tuples: 1e7 is about 400 MB (a million
+# requests of 5k tokens in 512-token blocks).
+MAX_TRACE_HASH_IDS = 10_000_000
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "traces"
 # Short names of the excerpts that ship with ringlab (see DATA_DIR / "SOURCES.md"): name -> (file, what it is)
 BUNDLED = {
@@ -141,18 +144,23 @@ def trace_requests(records: Iterable[TraceRequest], hash_block: int = MOONCAKE_H
     A record's ``hash_ids`` become its prompt's, so equal ids give equal tokens and prefix caching finds the
     blocks the trace shares; a record without them (Azure) gets fresh ids above every id of the trace, so it
     shares no block. Raises ValueError for hash ids that do not fit ``hash_block`` (naming the record), for no
-    records, and when the run would hold more than :data:`~ringlab.serving.requests.MAX_TRACE_TOKENS` token
-    ids (``sum of 2 n (input + output)``: the scheduler's and the allocator's lists of each sample; a
-    HashedPrompt itself is a few ints a block), before building anything.
+    records, and, before building anything, for more than :data:`~ringlab.serving.requests.MAX_REQUESTS` records
+    or prompts of more than :data:`MAX_TRACE_HASH_IDS` hash ids in all.
+
+    Memory: the prompts are a few ints per ``hash_block`` tokens, and a scheduler holds token lists only for
+    the requests it has admitted and not finished (waiting ones keep their HashedPrompt), so a replay's size
+    follows the trace's requests and the engine's batch, not the trace's tokens.
     """
     records = list(records)
     hash_block, n = positive_int(hash_block, "hash_block"), positive_int(n, "n")
     if not records:
         raise ValueError("records: no requests to replay")
-    tokens = sum(2 * n * (r.input_tokens + r.output_tokens) for r in records)
-    if tokens > MAX_TRACE_TOKENS:
-        raise ValueError(f"{len(records):,} requests of {n} sample(s) hold about {tokens:,} token ids in a run, "
-                         f"at most {MAX_TRACE_TOKENS:,}: replay fewer (limit / --trace-limit)")
+    if len(records) > MAX_REQUESTS:
+        raise ValueError(f"{len(records):,} requests is above {MAX_REQUESTS:,}: replay fewer (limit / --trace-limit)")
+    ids = sum(-(-r.input_tokens // hash_block) for r in records)
+    if ids > MAX_TRACE_HASH_IDS:
+        raise ValueError(f"{len(records):,} requests' prompts are {ids:,} blocks of {hash_block} tokens, at most "
+                         f"{MAX_TRACE_HASH_IDS:,}: replay fewer (limit / --trace-limit)")
     fresh = 1 + max((max(r.hash_ids) for r in records if r.hash_ids), default=-1)
     out = []
     for i, r in enumerate(records):

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from ringlab.commands.serve_sim import build_parser, main
 from ringlab.serving import HashedPrompt, Request, TraceRequest, load_trace, trace_requests
-from ringlab.serving.requests import MAX_TRACE_TOKENS
-from ringlab.serving.traces import BUNDLED, DATA_DIR, detect_format, iter_trace, trace_path
+from ringlab.serving.blocks import POLICIES, BlockManager
+from ringlab.serving.traces import (BUNDLED, DATA_DIR, MAX_LENGTH, MAX_TRACE_HASH_IDS, detect_format, iter_trace,
+                                   trace_path)
 
 ROOT = Path(__file__).resolve().parents[2]
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
@@ -180,36 +181,31 @@ def test_hashed_prompt_is_the_sequence_of_its_formula(pair, start, stop, step):
 
 
 @settings(max_examples=120, deadline=None)
-@given(prompts(), prompts(), st.integers(1, 8))
-def test_block_keys_are_equal_exactly_when_the_prefixes_are(a, b, block_size):
+@given(prompts(), prompts(), st.integers(1, 8), st.sampled_from(POLICIES))
+def test_a_hashed_prompt_shares_blocks_exactly_as_its_tokens_do(a, b, block_size, policy):
+    # one keying scheme: a HashedPrompt is keyed from its tokens, so its blocks are found by the token list of
+    # the same prompt (a recompute after preemption) and by another prompt exactly as far as the tokens agree
     (p, p_tokens), (q, q_tokens) = a, b
-    p_keys, q_keys = p.block_keys(block_size), q.block_keys(block_size)
-    assert len(p_keys) == len(p_tokens) // block_size and len(q_keys) == len(q_tokens) // block_size
-    for j in range(min(len(p_keys), len(q_keys))):
-        n = (j + 1) * block_size
-        assert (p_keys[j] == q_keys[j]) == (p_tokens[:n] == q_tokens[:n])
-        if p_keys[j] == q_keys[j]:
-            assert hash(p_keys[j]) == hash(q_keys[j])
     assert (p == q) == (p_tokens == q_tokens)
     if p == q:
         assert hash(p) == hash(q)
-
-
-def test_block_keys_follow_the_docstring_and_are_tagged():
-    # BlockManager's own keys start with the parent's hash (an int) or None; these start with a tag string
-    k0, k1 = HashedPrompt(40, [7, 2], 32).block_keys(16)
-    assert k0 == ("hashed-prompt", None, 224, 240) and k1 == ("hashed-prompt", hash(k0), 240, 256)  # 7 x 32 = 224
-    k0, k1 = HashedPrompt(40, [7, 2], 32).block_keys(20)  # block 1 straddles two hash blocks: two runs
-    assert k0 == ("hashed-prompt", None, 224, 244) and k1 == ("hashed-prompt", hash(k0), 244, 256, 64, 72)
-    k0, k1 = HashedPrompt(40, [7, 8], 32).block_keys(20)  # ... which merge when the ids are consecutive
-    assert k1 == ("hashed-prompt", hash(k0), 244, 264)
+    bm = BlockManager(64, block_size, policy=policy)
+    bm.allocate("p", p)
+    assert bm.cached_tokens(list(p_tokens)) == bm.cached_tokens(p)
+    full = len(p_tokens) // block_size if policy == "uncached-first" else (len(p_tokens) - 1) // block_size
+    assert bm.cached_tokens(list(p_tokens)) == full * block_size
+    agree = next((i for i, (x, y) in enumerate(zip(p_tokens, q_tokens)) if x != y), min(len(p_tokens), len(q_tokens)))
+    shared = min(agree // block_size, len(q_tokens) // block_size if policy == "uncached-first"
+                 else (len(q_tokens) - 1) // block_size)
+    assert bm.cached_tokens(q) == bm.cached_tokens(list(q_tokens)) == shared * block_size
 
 
 def test_equal_hash_ids_give_equal_tokens_across_prompts():
     a, b = HashedPrompt(1200, [0, 5, 9]), HashedPrompt(1100, [0, 5, 4])
     assert a[:1024] == b[:1024] and a[1024] != b[1024]
-    keys_a, keys_b = a.block_keys(16), b.block_keys(16)
-    assert keys_a[:64] == keys_b[:64] and keys_a[64] != keys_b[64]
+    bm = BlockManager(200, 16)
+    bm.allocate("a", a)
+    assert bm.cached_tokens(b) == 1024  # the two shared hash blocks, 64 blocks of 16 tokens
 
 
 @pytest.mark.parametrize("args, error, match", [
@@ -251,9 +247,9 @@ def test_mooncake_requests_share_the_blocks_their_ids_share():
     line_67, line_134 = requests[66].prompt, requests[133].prompt  # [0, 1541..1545] and [0, 1541..1544, 3753]
     assert line_67.hash_ids == (0, 1541, 1542, 1543, 1544, 1545) and line_134.hash_ids == (0, 1541, 1542, 1543, 1544, 3753)
     assert line_67[:5 * 512] == line_134[:5 * 512] and line_67[5 * 512] != line_134[5 * 512]
-    shared = 5 * 512 // 16
-    keys_67, keys_134 = line_67.block_keys(16), line_134.block_keys(16)
-    assert keys_67[:shared] == keys_134[:shared] and keys_67[shared] != keys_134[shared]
+    bm = BlockManager(400, 16, policy="vllm-v1")
+    bm.allocate(67, line_67)
+    assert bm.cached_tokens(line_134) == 5 * 512
 
 
 def test_trace_requests_guards():
@@ -261,9 +257,10 @@ def test_trace_requests_guards():
         trace_requests([])
     with pytest.raises(ValueError, match="record 1: hash_ids"):
         trace_requests([TraceRequest(0.0, 10, 1, (1,)), TraceRequest(1.0, 600, 1, (1,))])
-    big = TraceRequest(0.0, MAX_TRACE_TOKENS // 4, 1, None)
-    with pytest.raises(ValueError, match="replay fewer"):
-        trace_requests([big, big])
+    big = TraceRequest(0.0, MAX_LENGTH, 1, None)  # 19,532 blocks of 512 tokens each
+    with pytest.raises(ValueError, match=f"{MAX_TRACE_HASH_IDS:,}: replay fewer"):
+        trace_requests([big] * (MAX_TRACE_HASH_IDS // 19_532 + 1))
+    assert len(trace_requests([big] * 3)) == 3  # 3 prompts of 10 M tokens: a few ints each, no token list
     mixed = trace_requests([TraceRequest(0.0, 600, 1, (0, 8)), TraceRequest(1.0, 10, 1, None)])
     assert mixed[1].prompt.hash_ids == (9,)  # fresh ids start above the trace's own
 
