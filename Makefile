@@ -31,13 +31,18 @@ install: $(STAMP)
 demo: install
 	$(PY) -m ringlab verify
 
+# Tests run in TEST_WORKERS processes (pytest-xdist: `auto` is one per core, at most 4), a whole file to one process,
+# so a notebook's cells run in order in one kernel; `make test TEST_WORKERS=0` runs them in this process.
 # Includes tests/test_notebooks_portable.py: nbval again under other kernels and one thread.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) $(if $(filter auto,$(TEST_WORKERS)),--maxprocesses 4) --dist loadfile
+
 test: install
-	$(PY) -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+	$(PY) -m pytest $(XDIST) tests notebooks --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 
 # A developer's loop: the tests not marked slow or browser (pyproject.toml's markers), no notebooks.
 test-fast: install
-	$(PY) -m pytest tests -m "not slow and not browser"
+	$(PY) -m pytest $(XDIST) tests -m "not slow and not browser"
 
 # JupyterLab on the repository root with notebooks/00_start_here.ipynb open; the command line lives in
 # ringlab/course/lab.py (which adds --allow-root when run as root), shared with the browser tests.

@@ -11,8 +11,9 @@ ARM, any thread count. One machine can imitate others by steering the libraries'
   ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``), so reductions split differently than on the
   machine that executed the notebooks.
 
-``tests/test_notebooks_portable.py`` runs nbval under each variant. To run any command under one:
-``.venv/bin/python tests/portability.py dispatch -- .venv/bin/python -m pytest --nbval ...``.
+``tests/test_notebooks_portable.py`` runs nbval once under both at once (``dispatch+one_thread``: a cell whose
+output depends on either differs there), after checking that each took effect. To run any command under one
+or both: ``.venv/bin/python tests/portability.py dispatch+one_thread -- .venv/bin/python -m pytest --nbval ...``.
 """
 
 from __future__ import annotations
@@ -36,29 +37,36 @@ def avx512_dispatch_targets() -> list[str]:
 
 
 def variant_env(variant: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``base`` (default: ``os.environ``) with the settings of ``variant`` (one of :data:`VARIANTS`).
+    """A copy of ``base`` (default: ``os.environ``) with the settings of ``variant``: one of :data:`VARIANTS`, or
+    several joined by ``+`` (``dispatch+one_thread``: all of their settings).
 
     Raises ValueError for another name.
     """
     env = dict(os.environ if base is None else base)
-    if variant == "dispatch":
+    names = variant.split("+") if isinstance(variant, str) else [variant]
+    if not all(name in VARIANTS for name in names):
+        raise ValueError(f"variant={variant!r}; accepted: {', '.join(VARIANTS)}, or several joined by '+'")
+    if "dispatch" in names:
         env["ATEN_CPU_CAPABILITY"] = "default"
         env.pop("NPY_DISABLE_CPU_FEATURES", None)
         targets = avx512_dispatch_targets()
         if targets:
             env["NPY_DISABLE_CPU_FEATURES"] = " ".join(targets)
-    elif variant == "one_thread":
+    if "one_thread" in names:
         env.update(dict.fromkeys(THREAD_VARIABLES, "1"))
-    else:
-        raise ValueError(f"variant={variant!r}; accepted: {', '.join(VARIANTS)}")
     return env
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[0] not in VARIANTS or argv[1] != "--":
-        print(f"usage: python tests/portability.py {{{'|'.join(VARIANTS)}}} -- COMMAND [ARG ...]", file=sys.stderr)
+    usage = f"usage: python tests/portability.py {{{'|'.join(VARIANTS)}}}[+...] -- COMMAND [ARG ...]"
+    if len(argv) < 3 or argv[1] != "--":
+        print(usage, file=sys.stderr)
         return 2
-    env = variant_env(argv[0])
+    try:
+        env = variant_env(argv[0])
+    except ValueError as exc:
+        print(f"{exc}\n{usage}", file=sys.stderr)
+        return 2
     shown = {k: env[k] for k in ("ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES", *THREAD_VARIABLES) if k in env}
     print(f"portability variant {argv[0]}: {shown}", file=sys.stderr, flush=True)
     return subprocess.call(argv[2:], env=env)

@@ -2,9 +2,9 @@
 
 ``make test`` checks every notebook with nbval on this machine's own kernels. Here each variant of
 ``tests/portability.py`` (torch without SIMD and numpy without AVX-512; one thread) first proves that
-it took effect, then re-runs nbval on all notebooks under it, so a cell that prints kernel-dependent
-float noise fails here even on the machine that executed the notebooks. One nbval pass costs about
-a minute on 2 cores.
+it took effect, alone and combined, then nbval runs once more on all notebooks under both at once, so a
+cell that prints kernel- or thread-dependent float noise fails here even on the machine that executed the
+notebooks. The pass costs about four minutes of one core.
 """
 
 import json
@@ -20,6 +20,7 @@ pytest.importorskip("nbval")
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]
+BOTH = "+".join(VARIANTS)  # one nbval pass under every variant's settings at once
 NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "notebooks/sanitize.cfg"]
 # What a child process sees: torch's SIMD level and thread count, and numpy's enabled features.
 PROBE = """
@@ -50,14 +51,21 @@ def test_one_thread_variant_gives_torch_one_thread():
     assert _probe(variant_env("one_thread"))["threads"] == 1
 
 
-def test_unknown_variant_is_refused():
+def test_the_combined_variant_does_both():
+    both = _probe(variant_env(BOTH))
+    assert both["capability"] == "DEFAULT" and both["threads"] == 1
+    assert variant_env(BOTH, {}) == {**variant_env("dispatch", {}), **variant_env("one_thread", {})}
+
+
+@pytest.mark.parametrize("name", ["avx9000", "dispatch+avx9000", "", "+"])
+def test_unknown_variant_is_refused(name):
     with pytest.raises(ValueError, match="dispatch, one_thread"):
-        variant_env("avx9000")
+        variant_env(name)
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.slow  # nbval over every notebook: about a minute per variant
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.slow  # nbval over every notebook: about four minutes of one core
+@pytest.mark.parametrize("variant", [BOTH])
 def test_notebook_outputs_are_the_same_under(variant):
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NBVAL, "notebooks"]
     done = subprocess.run(cmd, cwd=ROOT, env=variant_env(variant), capture_output=True, text=True, timeout=1150)
