@@ -98,15 +98,20 @@ def infinite_cache_hit_rate(requests_block_hashes: Iterable[Sequence[Hashable]])
     return hits / sum(map(len, requests))
 
 
-def _replay_vllm_v1(requests: list[list[int]], num_keys: int, size: int) -> int:
-    """Blocks hit replaying ``requests`` (keys 0 .. num_keys - 1) through ``BlockManager(size,
-    policy="vllm-v1")`` (module docstring)."""
+def _replay_vllm_v1(requests: list[list[int]], num_keys: int, size: int, *, evict_newest: bool = False,
+                    free_first_to_last: bool = False, past_miss: bool = False) -> list[int]:
+    """Blocks hit by each of ``requests`` (keys 0 .. num_keys - 1) replayed through ``BlockManager(size,
+    policy="vllm-v1")`` (module docstring), a list of ints.
+
+    The flags each break one rule, for the grader of exercise 21a to name a wrong answer's mistake:
+    ``evict_newest`` takes fresh blocks from the queue's tail, ``free_first_to_last`` frees a request's blocks
+    first to last, ``past_miss`` counts every cached key of a request, past its first miss, as a hit."""
     queue = OrderedDict.fromkeys(range(size))  # free blocks, LRU first (all of them between requests)
     key_of: list = [None] * size
     first: list = [None] * num_keys  # key -> its earliest registered block (what a lookup finds)
     later: dict = {}  # key -> blocks registered after it, in order (no deduplication)
     pop = queue.popitem
-    hits = 0
+    out = []
     for keys in requests:
         held = []
         for key in keys:  # the longest cached prefix, touched
@@ -115,9 +120,9 @@ def _replay_vllm_v1(requests: list[list[int]], num_keys: int, size: int) -> int:
                 break
             del queue[block]
             held.append(block)
-        hits += len(held)
+        out.append(sum(first[key] is not None for key in keys) if past_miss else len(held))
         for key in keys[len(held):] + [None]:  # fresh blocks from the head; None: the partial block
-            block = pop(last=False)[0]
+            block = pop(last=evict_newest)[0]
             old = key_of[block]
             if old is not None:  # evict
                 twins = later.get(old)
@@ -136,14 +141,14 @@ def _replay_vllm_v1(requests: list[list[int]], num_keys: int, size: int) -> int:
                 else:
                     first[key] = block
             held.append(block)
-        for block in reversed(held):
+        for block in (held if free_first_to_last else reversed(held)):
             queue[block] = None
-    return hits
+    return out
 
 
-def _replay_uncached_first(requests: list[list[int]], num_keys: int, size: int) -> int:
-    """Blocks hit replaying ``requests`` (keys 0 .. num_keys - 1) through ``BlockManager(size)``
-    (``uncached-first``)."""
+def _replay_uncached_first(requests: list[list[int]], num_keys: int, size: int) -> list[int]:
+    """Blocks hit by each of ``requests`` (keys 0 .. num_keys - 1) replayed through ``BlockManager(size)``
+    (``uncached-first``), a list of ints."""
     free = deque(range(size))  # never-used and uncached free blocks
     evictor: OrderedDict = OrderedDict()  # key -> free cached block, LRU first
     cached: list = [None] * num_keys  # key -> block
@@ -157,9 +162,9 @@ def _replay_uncached_first(requests: list[list[int]], num_keys: int, size: int) 
         key_of[block] = None
         return block
 
-    hits = 0
+    out = []
     for keys in requests:
-        held = []
+        held, hits = [], 0
         for key in keys:  # any cached block of the chain, looked up when its turn comes
             block = cached[key]
             if block is None:
@@ -169,6 +174,7 @@ def _replay_uncached_first(requests: list[list[int]], num_keys: int, size: int) 
                 del evictor[key]
                 hits += 1
             held.append(block)
+        out.append(hits)
         held.append(take())  # the partial block
         for block in reversed(held):
             key = key_of[block]
@@ -176,7 +182,7 @@ def _replay_uncached_first(requests: list[list[int]], num_keys: int, size: int) 
                 free.append(block)
             else:
                 evictor[key] = block
-    return hits
+    return out
 
 
 _REPLAY = {"vllm-v1": _replay_vllm_v1, "uncached-first": _replay_uncached_first}
@@ -212,4 +218,4 @@ def prefix_hit_curve(requests_block_hashes: Iterable[Sequence[Hashable]], pool_s
     sizes = [int(size) for size in sizes]
     total = sum(map(len, requests))
     replay = _REPLAY[policy]
-    return {size: replay(requests, num_keys, size) / total for size in sizes}
+    return {size: sum(replay(requests, num_keys, size)) / total for size in sizes}

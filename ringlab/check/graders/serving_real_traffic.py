@@ -7,7 +7,7 @@ The expected rate is :func:`ringlab.serving.prefix_hits.prefix_hit_curve` with `
 home of the replay; its partial block per request is the exercise's), on hand-made chains, on the first
 requests of the bundled Mooncake conversation trace at pools from the smallest that fits its longest
 request to one that never evicts, and on random chains. When an answer is wrong the grader names the
-classic mistake it matches, each computed by :func:`mistaken_rate`, a replay that makes that mistake: hits
+classic mistake it matches, each computed by :func:`mistaken_rate`, ringlab's replay making that mistake: hits
 counted past the first miss, nothing evicted, the most recently used block evicted, a request's blocks
 freed first to last, requests with a hit counted instead of blocks, and hits returned instead of a rate.
 """
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections import OrderedDict
 from functools import cache
 
-from ringlab.serving.prefix_hits import full_block_hashes, infinite_cache_hit_rate, prefix_hit_curve
+from ringlab.serving.prefix_hits import (_replay_vllm_v1, _requests, full_block_hashes, infinite_cache_hit_rate,
+                                         prefix_hit_curve)
 from ringlab.serving.traces import load_trace, trace_path
 
 from ..engine import CaseFailure, close, run_grader
@@ -52,41 +52,26 @@ def expected(requests, num_blocks: int) -> float:
     return prefix_hit_curve(requests, [num_blocks], policy="vllm-v1")[num_blocks]
 
 
+# The replay's flag that makes each mistake (``requests`` and ``hits`` replay correctly and report wrongly)
+_FLAGS = {"past_miss": "past_miss", "lifo": "evict_newest", "first_to_last": "free_first_to_last"}
+
+
 def mistaken_rate(requests, num_blocks: int, mistake: str) -> float:
     """What a replay making ``mistake`` (a key of :data:`MISTAKES`) returns. ``no_eviction`` is ringlab's
-    infinite-cache ceiling; the others replay with that one rule changed (the expected answer always comes from
-    :func:`expected`, never from here)."""
+    infinite-cache ceiling; the others are ringlab's replay with that one rule broken (the expected answer always
+    comes from :func:`expected`, never from here)."""
     if mistake not in MISTAKES:
         raise ValueError(f"mistake must be one of {', '.join(MISTAKES)}, got {mistake!r}")
     if mistake == "no_eviction":
         return infinite_cache_hit_rate(requests)
-    free = OrderedDict.fromkeys(range(num_blocks))
-    block_of, key_of = {}, {}
-    per_request = []
-    for keys in requests:
-        held = []
-        for key in keys:
-            if key not in block_of:
-                break
-            held.append(block_of[key])
-            del free[held[-1]]
-        per_request.append(sum(k in block_of for k in keys) if mistake == "past_miss" else len(held))
-        for key in [*keys[len(held):], None]:
-            block, _ = free.popitem(last=mistake == "lifo")
-            evicted = key_of.pop(block, None)
-            if evicted is not None:
-                del block_of[evicted]
-            if key is not None:
-                block_of[key], key_of[block] = block, key
-            held.append(block)
-        for block in (held if mistake == "first_to_last" else reversed(held)):
-            free[block] = None
-    hits = sum(per_request)
+    renumbered, num_keys = _requests(requests)
+    flag = _FLAGS.get(mistake)
+    per_request = _replay_vllm_v1(renumbered, num_keys, num_blocks, **({flag: True} if flag else {}))
     if mistake == "requests":
         return sum(map(bool, per_request)) / len(per_request)
     if mistake == "hits":
-        return hits
-    return hits / sum(map(len, requests))
+        return sum(per_request)
+    return sum(per_request) / sum(map(len, requests))
 
 
 def _as_rate(got) -> float:
