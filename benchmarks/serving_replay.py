@@ -16,12 +16,20 @@ Two measurements, both printed, nothing asserted about time. Times are this proc
 Both use Llama-2-7B on one H100-SXM with the pool ``ringlab serve-sim`` sizes by default (6,976 blocks of 16) and
 vLLM's default token budget of 2,048 with chunked prefill (so no prompt is refused for its length).
 
+3. **A real trace file** (``--trace FILE``, e.g. the whole ``AzureLLMInferenceTrace_conv.csv``, 19,366 requests, or
+   Mooncake's ``conversation_trace.jsonl``, 12,031; neither ships with ringlab) through the fast path, as
+   ``ringlab serve-sim --trace FILE --chunked-prefill`` replays it, with the process's peak resident memory: a
+   waiting request holds its :class:`~ringlab.serving.HashedPrompt`, not a token list, so the peak follows the
+   requests in the engine, not the trace's tokens.
+
 Usage: python benchmarks/serving_replay.py [--requests 2000] [--hour-rate 5.4] [--hour-seconds 3600] [--skip-hour]
+       [--trace FILE [--trace-limit N]]
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 import numpy as np
@@ -31,6 +39,7 @@ from ringlab.serving import Request, SchedulerConfig
 from ringlab.serving.blocks import pool_blocks
 from ringlab.serving.requests import HashedPrompt
 from ringlab.serving.scheduler import Scheduler
+from ringlab.serving.traces import load_trace, trace_requests
 
 MODEL, HARDWARE = "llama-2-7b", "h100-sxm"
 PROMPT_MEAN, OUTPUT_MEAN = 1200, 230  # Azure conversation trace's means (module docstring)
@@ -76,8 +85,19 @@ def main() -> None:
     parser.add_argument("--hour-rate", type=float, default=5.4)
     parser.add_argument("--hour-seconds", type=float, default=3600.0)
     parser.add_argument("--skip-hour", action="store_true")
+    parser.add_argument("--trace", help="replay this trace file instead (Azure CSV or Mooncake JSONL)")
+    parser.add_argument("--trace-limit", type=int, help="its first N requests only")
     args = parser.parse_args()
     blocks = _pool()
+    if args.trace:
+        records = load_trace(args.trace, limit=args.trace_limit)
+        seconds, trace = _timed(trace_requests(records), True, blocks)
+        m = trace.metrics()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # Linux: KiB
+        print(f"{args.trace}: {m['requests']:,} requests, {m['steps']:,} steps, {m['simulated_s']:,.0f} s simulated, "
+              f"{m['finished']:,} finished")
+        print(f"fast path               {seconds:8.2f} s CPU   peak resident {peak:,.0f} MiB")
+        return
     requests = azure_shaped(args.requests, 4.0)
     reference_s, reference = _timed(requests, False, blocks)
     fast_s, fast = _timed(requests, True, blocks)

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ringlab.commands.serve_sim import build_parser, main
-from ringlab.serving import HashedPrompt, Request, TraceRequest, load_trace, trace_requests
+from ringlab.serving import HashedPrompt, Request, SchedulerConfig, TraceRequest, load_trace, trace_requests
 from ringlab.serving.blocks import POLICIES, BlockManager
+from ringlab.serving.scheduler import Scheduler
 from ringlab.serving.traces import (BUNDLED, DATA_DIR, MAX_LENGTH, MAX_TRACE_HASH_IDS, detect_format, iter_trace,
                                    trace_path)
 
@@ -250,6 +251,18 @@ def test_mooncake_requests_share_the_blocks_their_ids_share():
     bm = BlockManager(400, 16, policy="vllm-v1")
     bm.allocate(67, line_67)
     assert bm.cached_tokens(line_134) == 5 * 512
+
+
+def test_waiting_requests_hold_their_prompt_not_a_token_list():
+    # 40 prompts of 50k tokens arrive at once into a pool that serves one at a time: the 39 waiting keep their
+    # HashedPrompt (a few ints), so memory follows the engine's batch, not the trace; the admitted one a list
+    requests = [Request(i, 0.0, HashedPrompt(50_000, range(100 * i, 100 * i + 98), 512), 4) for i in range(40)]
+    sched = Scheduler("llama-2-7b", "h100-sxm", 3_300, 16, SchedulerConfig(chunked_prefill=True, max_steps=3))
+    trace = sched.run(requests)
+    assert trace.truncated and len(sched.waiting) == 39 and len(sched.running) == 1
+    assert all(g.tokens[0] is g.request.prompt for g in sched.waiting)
+    running = sched.running[0]
+    assert type(running.tokens[0]) is list and running.tokens[0] == list(running.request.prompt)
 
 
 def test_trace_requests_guards():
