@@ -14,7 +14,8 @@ Imports numpy and ``ringlab.calc`` only (bytes per token, the decode roofline fo
 - :func:`load_trace` / :func:`trace_requests` (``traces``): Azure's and Mooncake's production traces replayed,
   prompts as :class:`HashedPrompt` (``requests``) so equal hash ids share prefix blocks.
 - :func:`prefix_hit_curve` (``prefix_hits``): prefix-cache hit rate against pool size on a trace's block hashes,
-  under either free-block policy (``BlockManager(policy="vllm-v1")`` or the default ``"uncached-first"``).
+  under either free-block policy (``BlockManager(policy="vllm-v1")`` or the default ``"uncached-first"``);
+  :func:`hits_per_request`: each request's hits under vLLM v1's policy.
 - :func:`find_rate` (``goodput``): the highest arrival rate whose p99 TTFT and TPOT meet an SLA; goodput
   itself is :meth:`Trace.metrics` with ``sla_ttft`` / ``sla_tpot``.
 - :func:`disaggregated` / :func:`colocated` / :func:`best_split` (``disagg``): prefill and decode on separate
@@ -26,7 +27,7 @@ from ringlab.serving.blocks import (BlockManager, CacheLayout, InvariantError, O
 from ringlab.serving.cost import StepCost, SwapOrRecompute, host_link, swap_or_recompute
 from ringlab.serving.disagg import best_split, colocated, disaggregated, kv_transfer_s
 from ringlab.serving.goodput import find_rate, time_scaled
-from ringlab.serving.prefix_hits import infinite_cache_hit_rate, prefix_hit_curve
+from ringlab.serving.prefix_hits import hits_per_request, infinite_cache_hit_rate, prefix_hit_curve
 from ringlab.serving.requests import HashedPrompt, Request, poisson_requests, sampled_token
 from ringlab.serving.scheduler import Scheduler, SchedulerConfig, simulate
 from ringlab.serving.trace import Event, Trace
@@ -39,5 +40,5 @@ __all__ = [
     "Request", "poisson_requests", "sampled_token", "Scheduler", "SchedulerConfig", "simulate", "Event", "Trace",
     "HashedPrompt", "TraceRequest", "load_trace", "trace_requests",
     "best_split", "colocated", "disaggregated", "kv_transfer_s", "find_rate", "time_scaled",
-    "infinite_cache_hit_rate", "prefix_hit_curve",
+    "hits_per_request", "infinite_cache_hit_rate", "prefix_hit_curve",
 ]

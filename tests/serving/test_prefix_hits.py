@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ringlab.serving import BlockManager
-from ringlab.serving.prefix_hits import full_block_hashes, infinite_cache_hit_rate, prefix_hit_curve
+from ringlab.serving.prefix_hits import full_block_hashes, hits_per_request, infinite_cache_hit_rate, prefix_hit_curve
 from ringlab.serving.traces import TraceRequest, load_trace, trace_path
 
 POLICIES = ("uncached-first", "vllm-v1")
@@ -75,6 +75,36 @@ def test_the_replay_gives_block_managers_hits(requests, extra):
     size = max(map(len, requests)) + 1 + extra
     for policy in POLICIES:
         assert prefix_hit_curve(requests, [size], policy)[size] == block_manager_rate(requests, size, policy)
+
+
+@settings(max_examples=60, deadline=None)
+@given(requests_st, st.integers(0, 6))
+def test_each_requests_hits_are_block_managers(requests, extra):
+    """hits_per_request: what each allocate on BlockManager(policy="vllm-v1") adds to its hit counter."""
+    size = max(map(len, requests)) + 1 + extra
+    bm, want = BlockManager(size, 2, policy="vllm-v1"), []
+    for i, hashes in enumerate(requests):
+        before = bm.prefix_cache_hits
+        bm.allocate(i, KeyedPrompt(hashes))
+        want.append(bm.prefix_cache_hits - before)
+        bm.free(i)
+    assert hits_per_request(requests, size) == want
+
+
+def test_each_flag_breaks_its_rule():
+    """[1,2,3], [1,4], [1,2,3] in 5 blocks, worked by hand. The queue after the first request is 4, partial, 3, 2,
+    1 (freed last to first); the second finds 1 and takes 4 and the partial block's, so the third finds 1, 2, 3.
+    Taking from the tail (evict_newest) or freeing first to last both hand the second request the blocks of 2
+    and 3: the third finds 1 only. past_miss counts 2 of [3, 2] although 3 missed."""
+    trace = [[1, 2, 3], [1, 4], [1, 2, 3]]
+    assert hits_per_request(trace, 5) == [0, 1, 3]
+    assert hits_per_request(trace, 5, evict_newest=True) == [0, 1, 1]
+    assert hits_per_request(trace, 5, free_first_to_last=True) == [0, 1, 1]
+    assert hits_per_request(trace, 5, past_miss=True) == [0, 1, 3]
+    assert hits_per_request([[1, 2], [3, 2]], 5) == [0, 0]
+    assert hits_per_request([[1, 2], [3, 2]], 5, past_miss=True) == [0, 1]
+    with pytest.raises(ValueError, match=r"num_blocks must be ints in \[4,"):
+        hits_per_request(trace, 3)
 
 
 @settings(max_examples=60, deadline=None)

@@ -18,7 +18,7 @@ import math
 import numbers
 from functools import cache
 
-from ringlab.serving.prefix_hits import (_replay_vllm_v1, _requests, full_block_hashes, infinite_cache_hit_rate,
+from ringlab.serving.prefix_hits import (full_block_hashes, hits_per_request, infinite_cache_hit_rate,
                                          prefix_hit_curve)
 from ringlab.serving.traces import load_trace, trace_path
 
@@ -64,9 +64,8 @@ def mistaken_rate(requests, num_blocks: int, mistake: str) -> float:
         raise ValueError(f"mistake must be one of {', '.join(MISTAKES)}, got {mistake!r}")
     if mistake == "no_eviction":
         return infinite_cache_hit_rate(requests)
-    renumbered, num_keys = _requests(requests)
     flag = _FLAGS.get(mistake)
-    per_request = _replay_vllm_v1(renumbered, num_keys, num_blocks, **({flag: True} if flag else {}))
+    per_request = hits_per_request(requests, num_blocks, **({flag: True} if flag else {}))
     if mistake == "requests":
         return sum(map(bool, per_request)) / len(per_request)
     if mistake == "hits":
