@@ -13,12 +13,13 @@ Two measurements, both printed, nothing asserted about time. Times are this proc
    an hour, mean context ~1.2k tokens, mean generated ~230). Prompts are :class:`~ringlab.serving.HashedPrompt`
    with unique ids (no two share a block), so the trace holds a few ints per prompt, not a million token ids.
 
-Both use Llama-2-7B on one H100-SXM with the pool ``ringlab serve-sim`` sizes by default (6,976 blocks of 16) and
+Both use Llama-3.1-8B on one H100-SXM (a 128k context: no request of either trace is too long for it; Llama-2-7B's
+4,096 would reject 8% of Azure's conversations) with the pool ``ringlab serve-sim`` sizes by default (26,674 blocks of 16) and
 vLLM's default token budget of 2,048 with chunked prefill (so no prompt is refused for its length).
 
 3. **A real trace file** (``--trace FILE``, e.g. the whole ``AzureLLMInferenceTrace_conv.csv``, 19,366 requests, or
    Mooncake's ``conversation_trace.jsonl``, 12,031; neither ships with ringlab) through the fast path, as
-   ``ringlab serve-sim --trace FILE --chunked-prefill`` replays it, with the process's peak resident memory: a
+   ``ringlab serve-sim --trace FILE --model llama-3.1-8b --chunked-prefill`` replays it, with the process's peak resident memory: a
    waiting request holds its :class:`~ringlab.serving.HashedPrompt`, not a token list, so the peak follows the
    requests in the engine, not the trace's tokens.
 
@@ -41,7 +42,7 @@ from ringlab.serving.requests import HashedPrompt
 from ringlab.serving.scheduler import Scheduler
 from ringlab.serving.traces import load_trace, trace_requests
 
-MODEL, HARDWARE = "llama-2-7b", "h100-sxm"
+MODEL, HARDWARE = "llama-3.1-8b", "h100-sxm"
 PROMPT_MEAN, OUTPUT_MEAN = 1200, 230  # Azure conversation trace's means (module docstring)
 CONFIG = SchedulerConfig(max_num_batched_tokens=2048, chunked_prefill=True)
 

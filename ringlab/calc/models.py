@@ -7,7 +7,7 @@ API
 ``ModelConfig.from_hf_config(src)``   parse a config.json path or an already-loaded dict
                                       (:mod:`ringlab.calc.hf_config` does the reading)
 ``model.layers``                      tuple of :class:`~ringlab.calc.layers.LayerSpec`, one per layer
-``MODELS[name]``                      presets: llama-2-7b/13b/70b, llama-3-8b/70b, llama-3.1-405b,
+``MODELS[name]``                      presets: llama-2-7b/13b/70b, llama-3-8b/70b, llama-3.1-8b/405b,
                                       mistral-7b, mixtral-8x7b, qwen2-72b, deepseek-v3, falcon-7b,
                                       falcon-40b, gemma-2-9b, gpt-oss-20b, nemotron-h-56b
 ``get_model(name_or_obj_or_path)``    preset name (or an alias of :data:`ALIASES`), ``ModelConfig``, or a path to a config.json
@@ -295,6 +295,9 @@ _PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "llama-3-70b": ("meta-llama/Meta-Llama-3-70B", dict(
         _LLAMA, hidden_size=8192, intermediate_size=28672, num_attention_heads=64, num_hidden_layers=80,
         num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192)),
+    "llama-3.1-8b": ("meta-llama/Llama-3.1-8B", dict(  # llama-3-8b's shape, a 128k context (rope_scaling llama3)
+        _LLAMA, hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_hidden_layers=32,
+        num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072)),
     "llama-3.1-405b": ("meta-llama/Llama-3.1-405B", dict(
         _LLAMA, hidden_size=16384, intermediate_size=53248, num_attention_heads=128, num_hidden_layers=126,
         num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072)),

@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=cli_args.integer(min=1, max=1024), default=1, help="samples per request (parallel sampling, default 1)")
     p.add_argument("--max-num-batched-tokens", type=cli_args.integer(min=1, max=MAX_BATCHED_TOKENS), default=2048,
                    help=f"token budget per step, at most {MAX_BATCHED_TOKENS:,} (default 2048)")
+    p.add_argument("--max-model-len", type=cli_args.integer(min=1, max=10**8), metavar="TOKENS",
+                   help="longest prompt + output served; longer requests are rejected (default: the model's "
+                        "max_position_embeddings)")
     p.add_argument("--max-num-seqs", type=cli_args.integer(min=1, max=10**6), default=256, help="sequences per step (default 256)")
     p.add_argument("--chunked-prefill", action="store_true", help="split prompts over steps")
     p.add_argument("--preemption", default="recompute", choices=PREEMPTION_MODES, help="default recompute")
@@ -199,7 +202,7 @@ def main(argv: list[str]) -> int:
     try:
         settings = dict(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                         chunked_prefill=args.chunked_prefill, preemption=args.preemption,
-                        prefix_policy=args.prefix_policy)
+                        prefix_policy=args.prefix_policy, max_model_len=args.max_model_len)
         if args.watermark is not None:
             settings["watermark"] = args.watermark
         config = SchedulerConfig.naive(**settings) if args.policy == "naive" else SchedulerConfig(**settings)

@@ -28,8 +28,8 @@ token generated since, means the run cycles for ever; it stops and reports ``liv
 
 Recomputing a preempted request (its prompt and output so far) is chunked over steps even without
 chunked prefill, since it may exceed the token budget. Requests that can never be served are
-rejected on arrival: a prompt longer than the token budget
-without chunked prefill, or (fixed policy) a request whose worst case, ``n x blocks(prompt +
+rejected on arrival: one whose prompt and output exceed ``max_model_len`` (the model's context,
+:class:`SchedulerConfig`), a prompt longer than the token budget without chunked prefill, or (fixed policy) a request whose worst case, ``n x blocks(prompt +
 max_new_tokens - 1)`` with nothing shared, exceeds the pool less the watermark.
 
 Blocks (:class:`~ringlab.serving.blocks.CacheLayout`): a sequence of ``L`` tokens holds ``blocks(L) =
@@ -87,7 +87,13 @@ class SchedulerConfig:
     direction, None (the default) for the hardware preset's ``host_link_bandwidth`` (nominal; pass e.g.
     25e9 for what pinned copies reach over PCIe Gen4);
     ``max_steps``: a guard that stops the run; ``prefix_policy``: which free block the allocator recycles,
-    ``"uncached-first"`` or vLLM v1's single LRU queue ``"vllm-v1"`` (:data:`ringlab.serving.blocks.POLICIES`).
+    ``"uncached-first"`` or vLLM v1's single LRU queue ``"vllm-v1"`` (:data:`ringlab.serving.blocks.POLICIES`);
+    ``max_model_len``: the longest sequence (prompt + output tokens) the engine serves, None (the default) for the
+    model's context, its config.json ``max_position_embeddings`` (where vLLM's default ``max_model_len`` comes
+    from), or no limit when the config has none. A request with ``prompt + max_new_tokens > max_model_len`` is
+    rejected on arrival, as vLLM's OpenAI-compatible server refuses one ("This model's maximum context length
+    is ... tokens"): a trace replayed on a model of shorter context than the one that served it loses those
+    requests rather than serving positions the model has no encoding for.
     """
 
     max_num_batched_tokens: int = 2048
@@ -99,6 +105,7 @@ class SchedulerConfig:
     swap_bandwidth: float | None = None
     max_steps: int = 1_000_000
     prefix_policy: str = "uncached-first"
+    max_model_len: int | None = None
 
     def __post_init__(self):
         if positive_int(self.max_num_batched_tokens, "max_num_batched_tokens") > MAX_BATCHED_TOKENS:
@@ -106,6 +113,8 @@ class SchedulerConfig:
                              "step times are tabulated per batch size up front (vLLM's defaults are 2,048 to 16,384)")
         positive_int(self.max_num_seqs, "max_num_seqs")
         positive_int(self.max_steps, "max_steps")
+        if self.max_model_len is not None:
+            positive_int(self.max_model_len, "max_model_len")
         for name in ("chunked_prefill", "reserve_decode"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
@@ -194,6 +203,8 @@ class Scheduler:
                                    enable_prefix_caching and self.layout.window is None, self.layout.window,
                                    policy=self.config.prefix_policy)
         self.block_bytes = self.layout.block_bytes
+        self.max_model_len = (self.config.max_model_len if self.config.max_model_len is not None
+                              else self.cost.model.max_position_embeddings)
         self.swap_bandwidth = host_link(self.cost.hardware, self.config.swap_bandwidth,
                                         needed=self.config.preemption == "swap")
         self.check = check_invariants
@@ -265,6 +276,12 @@ class Scheduler:
 
     def _never_fits(self, request: Request) -> str:
         cfg = self.config
+        limit = self.max_model_len
+        if limit is not None and len(request.prompt) + request.max_new_tokens > limit:
+            source = ("max_model_len" if cfg.max_model_len is not None
+                      else f"max_model_len, {self.cost.model.name}'s max_position_embeddings")
+            return (f"prompt {len(request.prompt):,} + output {request.max_new_tokens:,} tokens exceed "
+                    f"{source}={limit:,}")
         if self.prefilled and request.n > 1:
             return f"a decode instance (prefilled=True) serves one sample per request, not n={request.n}"
         if not cfg.chunked_prefill and not self.prefilled and len(request.prompt) > cfg.max_num_batched_tokens:

@@ -245,9 +245,10 @@ class Trace:
                          + ("-" if m["goodput_requests_per_s"] is None
                             else f"{m['goodput_requests_per_s']:,.2f} requests/s"))
         if self.rejected:
-            reasons = sorted(set(self.rejected.values()))
-            lines.append(f"rejected on arrival: {reasons[0]}" + (f" (and {len(reasons) - 1} other reasons)"
-                                                                 if len(reasons) > 1 else ""))
+            first = min(self.rejected)
+            others = len(self.rejected) - 1
+            lines.append(f"rejected on arrival: request {first}: {self.rejected[first]}"
+                         + (f" (and {others:,} other request{'s' if others > 1 else ''})" if others else ""))
         if self.livelock:
             lines.append(f"LIVELOCK: step {self.livelock[1]} repeats the state of step {self.livelock[0]}")
         if self.truncated:

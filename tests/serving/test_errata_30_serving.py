@@ -210,7 +210,8 @@ def test_gemma2_pool_blocks_are_pages_of_its_global_layers():
 def test_gemma2_admits_as_many_long_sequences_as_a_direct_count_allows():
     """20,000-token prompts: 1,250 blocks of the global layers plus 256 for the 4,096-token window of the
     sliding ones (the same page size), 1,506 blocks each; a pool of 27.5 GB (10,000 such blocks) runs 6 at
-    once. Counting the sliding layers as full would give 2 x 1,250 blocks each, and 4 at once."""
+    once. Counting the sliding layers as full would give 2 x 1,250 blocks each, and 4 at once. (Gemma 2's context
+    is 8,192 tokens: max_model_len is raised past it on purpose, to make the window's saving large.)"""
     from ringlab.serving import pool_blocks
 
     pool_bytes = 10_000 * GEMMA2_BLOCK
@@ -220,7 +221,8 @@ def test_gemma2_admits_as_many_long_sequences_as_a_direct_count_allows():
     assert (expected, full_attention) == (6, 4)
     trace = simulate(_long_requests(9, 20_000, 150), "gemma-2-9b", "h100-sxm",
                      pool_blocks(pool_bytes, "gemma-2-9b", 16, "bf16"), 16,
-                     SchedulerConfig(watermark=0.0, chunked_prefill=True), check_invariants=True)
+                     SchedulerConfig(watermark=0.0, chunked_prefill=True, max_model_len=20_150),
+                     check_invariants=True)
     assert trace.count("finished") == 9 and trace.preemptions["recompute"] == 0
     assert int(trace.steps["running"].max()) == expected
 

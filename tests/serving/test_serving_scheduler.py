@@ -246,6 +246,8 @@ def test_generator_arguments_are_checked(kwargs, match):
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(preemption="drop"), ValueError, "preemption"), (dict(watermark=1.0), ValueError, "watermark"),
     (dict(max_num_seqs=0), ValueError, "max_num_seqs"), (dict(chunked_prefill="yes"), TypeError, "chunked_prefill"),
+    (dict(max_model_len=0), ValueError, "max_model_len"), (dict(max_model_len=True), TypeError, "max_model_len"),
+    (dict(max_model_len=4096.5), TypeError, "max_model_len"),
 ])
 def test_config_arguments_are_checked(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ringlab.commands.serve_sim import build_parser, main
-from ringlab.serving import HashedPrompt, Request, SchedulerConfig, TraceRequest, load_trace, trace_requests
+from ringlab.serving import HashedPrompt, Request, SchedulerConfig, TraceRequest, load_trace, simulate, trace_requests
 from ringlab.serving.blocks import POLICIES, BlockManager
 from ringlab.serving.scheduler import Scheduler
 from ringlab.serving.traces import (BUNDLED, DATA_DIR, MAX_LENGTH, MAX_TRACE_HASH_IDS, detect_format, iter_trace,
@@ -257,7 +257,7 @@ def test_waiting_requests_hold_their_prompt_not_a_token_list():
     # 40 prompts of 50k tokens arrive at once into a pool that serves one at a time: the 39 waiting keep their
     # HashedPrompt (a few ints), so memory follows the engine's batch, not the trace; the admitted one a list
     requests = [Request(i, 0.0, HashedPrompt(50_000, range(100 * i, 100 * i + 98), 512), 4) for i in range(40)]
-    sched = Scheduler("llama-2-7b", "h100-sxm", 3_300, 16, SchedulerConfig(chunked_prefill=True, max_steps=3))
+    sched = Scheduler("llama-3.1-8b", "h100-sxm", 3_300, 16, SchedulerConfig(chunked_prefill=True, max_steps=3))
     trace = sched.run(requests)
     assert trace.truncated and len(sched.waiting) == 39 and len(sched.running) == 1
     assert all(g.tokens[0] is g.request.prompt for g in sched.waiting)
@@ -281,7 +281,8 @@ def test_trace_requests_guards():
 # ---- the command --------------------------------------------------------------------------------------------
 
 def test_serve_sim_replays_the_mooncake_excerpt(capsys):
-    assert main(["--trace", "mooncake-conv", "--trace-limit", "8", "--chunked-prefill", "--json"]) == 0
+    assert main(["--trace", "mooncake-conv", "--trace-limit", "8", "--chunked-prefill", "--model", "llama-3.1-8b",
+                 "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["requests"] == data["finished"] == 8 and data["preemptions_recompute"] == 0
     # the first 8 lines share only hash id 0: 512 tokens, 32 blocks of 16, found by the 7 after the first
@@ -290,10 +291,31 @@ def test_serve_sim_replays_the_mooncake_excerpt(capsys):
 
 @pytest.mark.parametrize("name", ["azure-conv", "azure-code"])
 def test_serve_sim_replays_the_azure_excerpts(name, capsys):
-    assert main(["--trace", name, "--trace-limit", "20", "--chunked-prefill", "--blocks", "3000"]) == 0
+    assert main(["--trace", name, "--trace-limit", "20", "--chunked-prefill", "--blocks", "3000", "--model",
+                 "llama-3.1-8b"]) == 0
     out = capsys.readouterr().out
     assert f"trace {name} (20 requests" in out and "20 requests: 20 finished" in out
     assert "prefix-cache hits 0 blocks" in out  # Azure prompts share nothing
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED))
+@pytest.mark.parametrize("model, context", [("llama-2-7b", 4_096), ("llama-3-8b", 8_192)])
+def test_requests_longer_than_the_models_context_are_rejected(name, model, context, capsys):
+    """Exactly the requests whose prompt + output exceed the model's max_position_embeddings (counted here from
+    the records) are rejected, each named; --max-model-len moves the line."""
+    records = load_trace(trace_path(name), limit=60)
+    too_long = [i for i, r in enumerate(records) if r.input_tokens + r.output_tokens > context]
+    assert main(["--trace", name, "--trace-limit", "60", "--chunked-prefill", "--model", model, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rejected"] == len(too_long) and data["finished"] == 60 - len(too_long)
+    trace = simulate(trace_requests(records), model, "h100-sxm", 20_000,
+                     config=SchedulerConfig(chunked_prefill=True))
+    assert sorted(trace.rejected) == too_long
+    assert all(f"exceed max_model_len, {model}'s max_position_embeddings={context:,}" in trace.rejected[i]
+               for i in too_long)
+    shorter = simulate(trace_requests(records), model, "h100-sxm", 20_000,
+                       config=SchedulerConfig(chunked_prefill=True, max_model_len=2_000))
+    assert sorted(shorter.rejected) == [i for i, r in enumerate(records) if r.input_tokens + r.output_tokens > 2_000]
 
 
 def test_serve_sim_replays_a_file_by_path(tmp_path, capsys):
