@@ -298,7 +298,7 @@ def _find_rate(args, scheduler, blocks, config, requests) -> int:
     low, high = search.bracket
     answer = ("no rate tried meets the SLA" if low is None else f"highest rate meeting the SLA: {low:,.2f}/s"
               + ("" if high is None else f" (fails at {high:,.2f}/s, {high / low - 1:.1%} above)"))
-    print(textfmt.wrap(f"{answer}; {len(search.runs)} runs"))
+    print(textfmt.wrap(f"{answer}; {len(search.runs)} run{'' if len(search.runs) == 1 else 's'}"))
     if search.note:
         print(textfmt.wrap(f"note: {search.note}"))
     return 0

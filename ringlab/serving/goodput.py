@@ -146,8 +146,10 @@ def find_rate(make_requests: Callable[[float], list[Request]], run: Callable[[li
     is within ``resolution`` (a fraction, default 2%) of the boundary. At most ``max_runs`` scheduler runs
     (doubling from 1 to 1e4 takes 14, bisecting a factor 2 to 2% six). The result says whether it converged
     and, if not, why (the rate limits or ``max_runs``), and when the trace is too short at the answer's rate to
-    tell it from the sustained rate within ``resolution`` (module docstring). Raises ValueError/TypeError
-    naming a bad argument.
+    tell it from the sustained rate within ``resolution`` (module docstring). A request rejected on arrival is
+    rejected at every rate (the engine refuses it for itself: its length against the context or the token
+    budget, its blocks against the pool), so the search stops at the first run that rejects one: no rate meets.
+    Raises ValueError/TypeError naming a bad argument.
     """
     sla_ttft = check_real(sla_ttft, "sla_ttft", min=SLA_RANGE_S[0], max=SLA_RANGE_S[1])
     sla_tpot = check_real(sla_tpot, "sla_tpot", min=SLA_RANGE_S[0], max=SLA_RANGE_S[1])
@@ -158,10 +160,17 @@ def find_rate(make_requests: Callable[[float], list[Request]], run: Callable[[li
     max_rate = check_real(max_rate, "max_rate", min=min_rate)
     start_rate = check_real(start_rate, "start_rate", min=min_rate, max=max_rate)
     search = RateSearch(sla_ttft, sla_tpot, resolution)
+    refused = ""  # why some requests are rejected on arrival, at any rate
 
     def meets(rate: float) -> bool:
+        nonlocal refused
         requests = make_requests(rate)
-        search.runs.append(_probe(rate, requests, run(requests), sla_ttft, sla_tpot))
+        trace = run(requests)
+        search.runs.append(_probe(rate, requests, trace, sla_ttft, sla_tpot))
+        if trace.rejected:
+            first = min(trace.rejected)
+            refused = (f"{len(trace.rejected):,} of {len(requests):,} requests are rejected on arrival at any rate "
+                       f"(request {first}: {trace.rejected[first]})")
         return search.runs[-1].meets
 
     low = high = None
@@ -173,7 +182,7 @@ def find_rate(make_requests: Callable[[float], list[Request]], run: Callable[[li
             low, high = (rate, None) if meets(rate) else (low, rate)
     else:
         high = rate
-        while low is None and rate > min_rate and len(search.runs) < max_runs:
+        while not refused and low is None and rate > min_rate and len(search.runs) < max_runs:
             rate = max(rate / 2, min_rate)
             low, high = (rate, high) if meets(rate) else (None, rate)
     while low is not None and high is not None and high / low > 1 + resolution and len(search.runs) < max_runs:
@@ -182,7 +191,9 @@ def find_rate(make_requests: Callable[[float], list[Request]], run: Callable[[li
     search.bracket = (low, high)
     search.rate = low
     search.converged = low is not None and high is not None and high / low <= 1 + resolution
-    if low is None:
+    if refused and low is None:
+        search.note = f"no rate meets the SLA: {refused}"
+    elif low is None:
         search.note = f"no rate down to {min(r.rate for r in search.runs):g}/s meets the SLA: {search.runs[-1].why}"
     elif high is None:
         search.note = (f"every rate tried meets the SLA, up to {low:g}/s"

@@ -123,13 +123,15 @@ def write_checkpoint(folder, *, shards: int, shard_size: int, seed: int = 0) -> 
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # not encodable as UTF-8
 
 
 def check_shard_file_name(name) -> str:
     """``name`` if it is a plain file name a download may write (no folder, no ``..``, no leading dot, no
-    control characters), else ValueError: an index from a server must not write outside its folder."""
+    control characters, UTF-8 text of at most 255 bytes), else ValueError: an index from a server must not write
+    outside its folder. (JSON can spell a lone surrogate, ``"\\ud800"``, which no file system name holds.)"""
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith(".") \
-            or _CONTROL.search(name) or len(name.encode()) > 255:
+            or _CONTROL.search(name) or len(name.encode("utf-8", "replace")) > 255 or _SURROGATE.search(name):
         raise ValueError(f"weight_map names the file {str(name)[:80]!r}; a shard must be a plain file name")
     return name
 

@@ -52,7 +52,8 @@ class RequestRecord:
 @dataclass
 class ServerRecords:
     """Everything a grader reads: ``peak_connections`` (most TCP connections open at once), ``peak_in_flight``
-    (most requests being answered at once), ``open_connections`` (open when the snapshot was taken), and
+    (most requests being answered at once: each from its arrival until the server starts the write that lets the
+    client see the response complete, so one the client has finished never counts), ``open_connections`` (open when the snapshot was taken), and
     the ``connections`` and ``requests`` themselves."""
 
     t0: float = 0.0

@@ -179,7 +179,8 @@ class ShardServer:
         self._stop = threading.Event()
         self._records = ServerRecords()
         self._open: dict[int, tuple[socket.socket, ConnectionRecord]] = {}  # id(sock) -> (sock, record)
-        self._in_flight = 0
+        self._in_flight = 0  # requests whose handler has not finished (records not final)
+        self._unanswered: set[int] = set()  # ids of requests counted in flight (ServerRecords.peak_in_flight)
         self._attempts: dict[str, int] = {}  # "METHOD path" -> requests so far
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -374,6 +375,8 @@ class ShardServer:
                     due = max(due, self._link.book(len(data)))
                 if due > time.monotonic():
                     self._wait(handler, due - time.monotonic())
+                if sent + len(data) == length:
+                    self._answered(rec)
                 wfile.write(data)
                 sent += len(data)
                 rec.bytes_sent = sent
@@ -416,7 +419,8 @@ class ShardServer:
                                 start=time.monotonic() - self._records.t0)
             self._records.requests.append(rec)
             self._in_flight += 1
-            self._records.peak_in_flight = max(self._records.peak_in_flight, self._in_flight)
+            self._unanswered.add(rec.id)
+            self._records.peak_in_flight = max(self._records.peak_in_flight, len(self._unanswered))
         try:
             rec.outcome = self._respond(handler, head, name, shard, fault, rec)
         except _ClientGone:
@@ -429,16 +433,27 @@ class ShardServer:
             rec.end = time.monotonic() - self._records.t0
             with self._lock:
                 self._in_flight -= 1
+                self._unanswered.discard(rec.id)
         if rec.outcome in ("reset", "truncated"):
             self._hang_up(handler, rst=rec.outcome == "reset")
 
-    def _simple(self, handler, code: int, text: str, headers: dict | None = None, head: bool = False) -> None:
+    def _answered(self, rec: RequestRecord) -> None:
+        """Stop counting ``rec`` in flight: called just before the write that completes its response. Its client
+        may send its next request as soon as it reads those bytes, and this thread can lose the CPU between its
+        last write and its own bookkeeping (a busy machine); counted until then, a client holding at most k
+        requests at once could be seen with k + 1."""
+        with self._lock:
+            self._unanswered.discard(rec.id)
+
+    def _simple(self, handler, rec: RequestRecord, code: int, text: str, headers: dict | None = None,
+                head: bool = False) -> None:
         body = (text + "\n").encode()
         handler.send_response(code)
         for key, value in (headers or {}).items():
             handler.send_header(key, value)
         handler.send_header("Content-Type", "text/plain; charset=utf-8")
         handler.send_header("Content-Length", str(len(body)))
+        self._answered(rec)  # before its first byte: a small response, written at once
         handler.end_headers()
         if not head:
             handler.wfile.write(body)
@@ -451,13 +466,14 @@ class ShardServer:
         if fault is not None and fault.kind == "status":
             rec.status = fault.status
             extra = {"Retry-After": f"{fault.seconds:g}"} if fault.seconds is not None else {}
-            self._simple(handler, fault.status, f"{fault.status} (fault {fault.spec})", extra)
+            self._simple(handler, rec, fault.status, f"{fault.status} (fault {fault.spec})", extra)
             return "complete"
         if name == INDEX_NAME:
             rec.status = 200
             handler.send_response(200)
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(self.index_bytes)))
+            self._answered(rec)
             handler.end_headers()
             if not head:
                 handler.wfile.write(self.index_bytes)
@@ -466,14 +482,14 @@ class ShardServer:
             return "head" if head else "complete"
         if shard is None:
             rec.status = 404
-            self._simple(handler, 404, "404 not found", head=head)
+            self._simple(handler, rec, 404, "404 not found", head=head)
             return "head" if head else "complete"
         size = self.sizes[shard]
         wanted = _parse_range(handler.headers.get("Range"), size)
         etag = f'"{self.sha256[shard]}"'
         if wanted == "unsatisfiable":
             rec.status, rec.range_start = 416, size
-            self._simple(handler, 416, "416 range not satisfiable", {"Content-Range": f"bytes */{size}"}, head)
+            self._simple(handler, rec, 416, "416 range not satisfiable", {"Content-Range": f"bytes */{size}"}, head)
             return "head" if head else "complete"
         start, end = wanted if wanted else (0, size - 1)
         if wanted:
@@ -488,6 +504,8 @@ class ShardServer:
         handler.send_header("X-Linked-Size", str(size))
         if wanted:
             handler.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        if head or start > end:  # the headers complete it (an empty file has no body)
+            self._answered(rec)
         handler.end_headers()
         if head:
             handler.wfile.flush()

@@ -154,7 +154,7 @@ class _Knee:
         ttft = 0.1 if self.rates[-1] <= self.knee else 1.0
         metrics = dict(rejected=0, unfinished=0, livelock=False, truncated=False, finished=2, ttft_p99_s=ttft,
                        tpot_p99_s=0.01, goodput_requests_per_s=None, sla_attainment=None, latency_mean_s=1.0)
-        return type("T", (), {"metrics": lambda self, a, b: metrics})()
+        return type("T", (), {"metrics": lambda self, a, b: metrics, "rejected": {}})()
 
 
 UNIT = time_scaled(  # two requests 1e7 s apart at rate 1: long enough for any rate searched to be sustained
@@ -184,6 +184,24 @@ def test_find_rate_reports_when_it_cannot_bracket():
     knee = _Knee(300.0)
     short = find_rate(knee.make, knee, 0.5, 0.05, start_rate=1.0, max_runs=5)
     assert not short.converged and len(short.runs) == 5 and "max_runs=5" in short.note
+
+
+def test_find_rate_stops_at_a_request_rejected_at_any_rate(capsys):
+    """A prompt longer than the token budget (no chunked prefill) or than the model's context is refused at every
+    rate: one run, and the note says which request and why."""
+    long = Request(1, 0.5, tuple(range(3000)), 4)
+    short = [Request(i, float(i), tuple(range(100 * i, 100 * i + 40)), 8) for i in (0, 2, 3)]
+    runs = []
+    search = find_rate(time_scaled(short + [long]), lambda reqs: runs.append(1) or simulate(reqs, num_blocks=400),
+                       0.5, 0.05, start_rate=1.0)
+    assert len(runs) == len(search.runs) == 1 and search.rate is None and search.bracket == (None, 1.0)
+    assert search.note.startswith("no rate meets the SLA: 1 of 4 requests are rejected on arrival at any rate "
+                                  "(request 1: prompt of 3000 tokens exceeds max_num_batched_tokens=2048")
+    assert main(["--trace", "mooncake-conv", "--trace-limit", "12", "--chunked-prefill", "--find-rate",
+                 "--sla-ttft", "10s", "--sla-tpot", "100ms"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # unwrapped
+    assert "SLA; 1 run " in out and "11 of 12 requests are rejected on arrival at any rate (request 0: prompt 6,758 + " \
+        "output 500 tokens exceed max_model_len, llama-2-7b's max_position_embeddings=4,096)" in out
 
 
 @pytest.mark.parametrize("kwargs, name", [

@@ -60,7 +60,7 @@ def test_shard_name_follows_transformers():
 
 
 @pytest.mark.parametrize("name", ["../evil.safetensors", "/etc/passwd", "a/b.safetensors", ".hidden", "", "a\nb",
-                                  "x" * 300, 7, None])
+                                  "x" * 300, 7, None, "\ud800.safetensors", "a\udfffb"])  # lone surrogates
 def test_an_index_naming_a_path_outside_the_folder_is_refused(name):
     with pytest.raises(ValueError, match="plain file name"):
         read_index(json.dumps({"weight_map": {"w": name}}).encode())

@@ -230,7 +230,9 @@ def test_index_is_fetched_with_retries_and_shards_relative_to_it(serve, checkpoi
     assert all(r.path.startswith("/org/model/resolve/main/") for r in records.requests)
 
 
-@given(name=st.text(st.characters(min_codepoint=32, blacklist_characters="/\\\x7f"), min_size=1, max_size=40)
+# names as check_shard_file_name lets them through: no lone surrogates (Cs), which UTF-8 cannot encode
+@given(name=st.text(st.characters(min_codepoint=32, blacklist_characters="/\\\x7f", blacklist_categories=("Cs",)),
+                    min_size=1, max_size=40)
        .filter(lambda n: not n.startswith(".")),
        base=st.sampled_from(["http://h/", "http://h:8/a/b/", "https://h/org/m/resolve/main/", "http://h/a/?q=1#f",
                              "http://127.0.0.1:9/repo/"]))

@@ -211,6 +211,34 @@ def test_a_closed_connection_is_not_counted_with_the_next(serve):
     assert server.records.peak_connections == 1
 
 
+@pytest.mark.parametrize("spec", ["", "*=status:503", "*=truncate:1.0"])
+def test_a_request_whose_response_is_read_is_not_counted_with_the_next(serve, checkpoint, monkeypatch, spec):
+    """One request at a time (the index, a 404, a shard, a HEAD: every way a response ends), each sent as soon as
+    the last one's response is read, while every handler thread is held 0.2 s after its last write (as a busy
+    machine may do): the peak in flight stays 1."""
+    from ringlab.shards.server import ShardServer
+
+    respond = ShardServer._respond
+
+    def slow(self, *args):
+        try:
+            return respond(self, *args)
+        finally:
+            time.sleep(0.2)
+
+    monkeypatch.setattr(ShardServer, "_respond", slow)
+    server = serve(spec)
+    for method, path in [("GET", "/" + INDEX_NAME), ("GET", "/nope"), ("GET", "/" + checkpoint.files[0]),
+                         ("HEAD", "/" + checkpoint.files[1]), ("GET", "/" + checkpoint.files[1])]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request(method, path)
+        resp = conn.getresponse()
+        resp.read()
+        resp.close()
+    server.wait_idle(5.0)
+    assert len(server.records.requests) == 5 and server.records.peak_in_flight == 1
+
+
 def test_a_peer_speaking_another_protocol_is_not_counted(serve, checkpoint):
     """A stale ZeroMQ socket reconnecting to the reused port (its greeting starts 0xFF) while a client holds two
     connections is hung up on and left out of the counts; the silent connection is counted."""
