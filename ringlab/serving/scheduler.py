@@ -693,8 +693,8 @@ class Scheduler:
         size = tuple((sample, len(t)) for sample, t in group.tokens.items())
         if self._watched[:2] != (group, size):
             bs = self.blocks.block_size
-            self._watched = (group, size, {tuple(t[j:j + bs]) for t in group.tokens.values()
-                                           for j in range(0, len(t) - bs + 1, bs)})
+            whole = [tuple(t) for t in group.tokens.values()]  # one pass over a HashedPrompt, then tuple slices
+            self._watched = (group, size, {t[j:j + bs] for t in whole for j in range(0, len(t) - bs + 1, bs)})
         return self._watched[2]
 
     def _advance(self, step: int, seqs: list, steps: int, starts: list, ends: list) -> None:
