@@ -85,7 +85,8 @@ def plan_serve(model, hardware, requests: list[Request], sla_ttft: float, sla_tp
                dtype: str = "bf16") -> ServePlan:
     """Search the configurations of the module docstring for ``requests`` (a trace: ``poisson_requests`` or
     read from a file). ``sla_ttft`` / ``sla_tpot``: p99 limits in seconds (> 0). Raises ValueError naming the
-    argument for an empty trace or bad limits, and when no TP degree fits the weights."""
+    argument for an empty trace, a request longer than the model's context (``max_position_embeddings``: the
+    scheduler would reject it at any configuration) or bad limits, and when no TP degree fits the weights."""
     model, hw = get_model(model), get_hardware(hardware)
     ttft = check_real(sla_ttft, "sla_ttft", min=1e-6, max=3600.0)
     tpot = check_real(sla_tpot, "sla_tpot", min=1e-6, max=3600.0)
@@ -95,6 +96,14 @@ def plan_serve(model, hardware, requests: list[Request], sla_ttft: float, sla_tp
         raise ValueError(f"requests: {len(requests):,} in the trace, above {MAX_PLAN_REQUESTS:,}: the search runs the "
                          "scheduler a few hundred times; give a shorter trace (fewer --seconds or a lower --rate)")
     requests = sorted(requests, key=lambda r: r.arrival_s)
+    limit = model.max_position_embeddings  # the scheduler rejects longer requests at every configuration
+    too_long = [r for r in requests if limit is not None and len(r.prompt) + r.max_new_tokens > limit]
+    if too_long:
+        r = too_long[0]
+        raise ValueError(f"requests: {len(too_long):,} of {len(requests):,} are longer than {model.name}'s context, "
+                         f"max_position_embeddings={limit:,} (request {r.request_id}: prompt {len(r.prompt):,} + "
+                         f"output {r.max_new_tokens:,} tokens), so no configuration serves them all; choose a model "
+                         "with a longer context or shorter requests")
     plan = ServePlan(None, None, notes=[
         "colocated prefill and decode only: disaggregated serving is not modelled by ringlab.serving",
         "requests go round-robin to the replicas; the SLA is the p99 TTFT and p99 TPOT of the busiest replica"])

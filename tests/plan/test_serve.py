@@ -3,7 +3,7 @@
 import pytest
 
 from ringlab.plan.serve import plan_serve, read_trace
-from ringlab.serving import Scheduler, SchedulerConfig, poisson_requests
+from ringlab.serving import Request, Scheduler, SchedulerConfig, poisson_requests
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +64,18 @@ def test_a_trace_file_is_read(tmp_path):
     requests = read_trace(path)
     assert [(r.arrival_s, len(r.prompt), r.max_new_tokens) for r in requests] == [(0.5, 100, 20), (0.0, 50, 10)]
     assert not set(requests[0].prompt) & set(requests[1].prompt)  # no accidental shared prefix
+
+
+def test_requests_longer_than_the_context_are_refused_before_any_run(capsys):
+    """The scheduler rejects them at every configuration: the search would try them all and find none."""
+    requests = [Request(0, 0.0, tuple(range(100)), 8), Request(1, 0.5, tuple(range(4000)), 97),
+                Request(2, 1.0, tuple(range(4000)), 96)]  # 4,097 and 4,096 tokens against llama-2-7b's 4,096
+    with pytest.raises(ValueError, match=r"requests: 1 of 3 are longer than llama-2-7b's context, "
+                                         r"max_position_embeddings=4,096 \(request 1: prompt 4,000 \+ output 97"):
+        plan_serve("llama-2-7b", "h100-sxm", requests, 0.5, 0.05)
+    from ringlab.commands.plan_serve import serve_main
+
+    assert serve_main(["--model", "llama-2-7b", "--rate", "2", "--seconds", "5", "--prompt-len", "4000", "--output-len",
+                 "200", "--sla-ttft", "1s", "--sla-tpot", "50ms"]) == 2
+    err = capsys.readouterr().err
+    assert "longer than llama-2-7b's context" in err and err.count("\n") == 1
