@@ -28,6 +28,7 @@ from ringlab.calc.kvcache import kv_cache_bytes_per_token, max_cached_tokens
 from ringlab.calc.models import get_model
 from ringlab.calc.parsing import check_real
 from ringlab.serving import Request, Scheduler, SchedulerConfig
+from ringlab.serving.scheduler import over_context
 from ringlab.serving.blocks import pool_blocks
 from ringlab.serving.goodput import meets_p99
 
@@ -96,13 +97,11 @@ def plan_serve(model, hardware, requests: list[Request], sla_ttft: float, sla_tp
         raise ValueError(f"requests: {len(requests):,} in the trace, above {MAX_PLAN_REQUESTS:,}: the search runs the "
                          "scheduler a few hundred times; give a shorter trace (fewer --seconds or a lower --rate)")
     requests = sorted(requests, key=lambda r: r.arrival_s)
-    limit = model.max_position_embeddings  # the scheduler rejects longer requests at every configuration
-    too_long = [r for r in requests if limit is not None and len(r.prompt) + r.max_new_tokens > limit]
+    too_long = [(r, why) for r in requests if (why := over_context(r, model))]  # rejected at every configuration
     if too_long:
-        r = too_long[0]
-        raise ValueError(f"requests: {len(too_long):,} of {len(requests):,} are longer than {model.name}'s context, "
-                         f"max_position_embeddings={limit:,} (request {r.request_id}: prompt {len(r.prompt):,} + "
-                         f"output {r.max_new_tokens:,} tokens), so no configuration serves them all; choose a model "
+        r, why = too_long[0]
+        raise ValueError(f"requests: {len(too_long):,} of {len(requests):,} are longer than {model.name}'s context "
+                         f"(request {r.request_id}: {why}), so no configuration serves them all; choose a model "
                          "with a longer context or shorter requests")
     plan = ServePlan(None, None, notes=[
         "colocated prefill and decode only: disaggregated serving is not modelled by ringlab.serving",

@@ -28,9 +28,10 @@ token generated since, means the run cycles for ever; it stops and reports ``liv
 
 Recomputing a preempted request (its prompt and output so far) is chunked over steps even without
 chunked prefill, since it may exceed the token budget. Requests that can never be served are
-rejected on arrival: one whose prompt and output exceed ``max_model_len`` (the model's context,
-:class:`SchedulerConfig`), a prompt longer than the token budget without chunked prefill, or (fixed policy) a request whose worst case, ``n x blocks(prompt +
-max_new_tokens - 1)`` with nothing shared, exceeds the pool less the watermark.
+rejected on arrival: one whose prompt and output exceed ``max_model_len`` (the model's context:
+:func:`over_context`), a prompt longer than the token budget without chunked prefill, or (fixed policy) a
+request whose worst case, ``n x blocks(prompt + max_new_tokens - 1)`` with nothing shared, exceeds the pool
+less the watermark.
 
 Blocks (:class:`~ringlab.serving.blocks.CacheLayout`): a sequence of ``L`` tokens holds ``blocks(L) =
 ceil(sequence_kv_bytes(L) / block_bytes)``, ``ceil(L / block_size)`` for a model whose layers are alike; a
@@ -59,6 +60,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 
 
+from ringlab.calc.models import get_model
 from ringlab.validation import check_number
 from ringlab.validation import positive_int
 from ringlab.serving.blocks import POLICIES, BlockManager, OutOfBlocksError, cache_layout
@@ -134,6 +136,22 @@ class SchedulerConfig:
         return cls(**{"reserve_decode": False, "watermark": 0.0, **changes})
 
 
+def over_context(request: Request, model, max_model_len: int | None = None) -> str:
+    """Why ``request`` is longer than the engine serves, or "" when it is not: its ``prompt + max_new_tokens``
+    tokens against ``max_model_len``, None for ``model``'s context (its config.json ``max_position_embeddings``,
+    where vLLM's default ``max_model_len`` comes from; no limit when the config has none). The rule of vLLM's
+    OpenAI-compatible server ("This model's maximum context length is ... tokens"); :class:`Scheduler` rejects
+    such a request on arrival at any rate and any configuration. ``model``: a preset name or ModelConfig."""
+    limit = max_model_len
+    source = "max_model_len"
+    if limit is None:
+        model = get_model(model)
+        limit, source = model.max_position_embeddings, f"max_model_len, {model.name}'s max_position_embeddings"
+    if limit is None or len(request.prompt) + request.max_new_tokens <= limit:
+        return ""
+    return f"prompt {len(request.prompt):,} + output {request.max_new_tokens:,} tokens exceed {source}={limit:,}"
+
+
 @dataclass(eq=False)
 class _Group:
     """A request in the engine. Per live sample: token ids (prompt + generated: the request's prompt object until
@@ -203,8 +221,6 @@ class Scheduler:
                                    enable_prefix_caching and self.layout.window is None, self.layout.window,
                                    policy=self.config.prefix_policy)
         self.block_bytes = self.layout.block_bytes
-        self.max_model_len = (self.config.max_model_len if self.config.max_model_len is not None
-                              else self.cost.model.max_position_embeddings)
         self.swap_bandwidth = host_link(self.cost.hardware, self.config.swap_bandwidth,
                                         needed=self.config.preemption == "swap")
         self.check = check_invariants
@@ -276,12 +292,9 @@ class Scheduler:
 
     def _never_fits(self, request: Request) -> str:
         cfg = self.config
-        limit = self.max_model_len
-        if limit is not None and len(request.prompt) + request.max_new_tokens > limit:
-            source = ("max_model_len" if cfg.max_model_len is not None
-                      else f"max_model_len, {self.cost.model.name}'s max_position_embeddings")
-            return (f"prompt {len(request.prompt):,} + output {request.max_new_tokens:,} tokens exceed "
-                    f"{source}={limit:,}")
+        too_long = over_context(request, self.cost.model, cfg.max_model_len)
+        if too_long:
+            return too_long
         if self.prefilled and request.n > 1:
             return f"a decode instance (prefilled=True) serves one sample per request, not n={request.n}"
         if not cfg.chunked_prefill and not self.prefilled and len(request.prompt) > cfg.max_num_batched_tokens:

@@ -131,7 +131,7 @@ def check_shard_file_name(name) -> str:
     control characters, UTF-8 text of at most 255 bytes), else ValueError: an index from a server must not write
     outside its folder. (JSON can spell a lone surrogate, ``"\\ud800"``, which no file system name holds.)"""
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith(".") \
-            or _CONTROL.search(name) or len(name.encode("utf-8", "replace")) > 255 or _SURROGATE.search(name):
+            or _CONTROL.search(name) or _SURROGATE.search(name) or len(name.encode()) > 255:
         raise ValueError(f"weight_map names the file {str(name)[:80]!r}; a shard must be a plain file name")
     return name
 

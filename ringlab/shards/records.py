@@ -53,8 +53,8 @@ class RequestRecord:
 class ServerRecords:
     """Everything a grader reads: ``peak_connections`` (most TCP connections open at once), ``peak_in_flight``
     (most requests being answered at once: each from its arrival until the server starts the write that lets the
-    client see the response complete, so one the client has finished never counts), ``open_connections`` (open when the snapshot was taken), and
-    the ``connections`` and ``requests`` themselves."""
+    client see the response complete, so one the client has finished never counts), ``open_connections`` (open
+    when the snapshot was taken), and the ``connections`` and ``requests`` themselves."""
 
     t0: float = 0.0
     peak_connections: int = 0

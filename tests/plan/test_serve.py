@@ -70,8 +70,9 @@ def test_requests_longer_than_the_context_are_refused_before_any_run(capsys):
     """The scheduler rejects them at every configuration: the search would try them all and find none."""
     requests = [Request(0, 0.0, tuple(range(100)), 8), Request(1, 0.5, tuple(range(4000)), 97),
                 Request(2, 1.0, tuple(range(4000)), 96)]  # 4,097 and 4,096 tokens against llama-2-7b's 4,096
-    with pytest.raises(ValueError, match=r"requests: 1 of 3 are longer than llama-2-7b's context, "
-                                         r"max_position_embeddings=4,096 \(request 1: prompt 4,000 \+ output 97"):
+    with pytest.raises(ValueError, match=r"requests: 1 of 3 are longer than llama-2-7b's context \(request 1: "
+                                         r"prompt 4,000 \+ output 97 tokens exceed max_model_len, llama-2-7b's "
+                                         r"max_position_embeddings=4,096\)"):
         plan_serve("llama-2-7b", "h100-sxm", requests, 0.5, 0.05)
     from ringlab.commands.plan_serve import serve_main
 
