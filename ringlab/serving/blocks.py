@@ -10,7 +10,9 @@ tokens and, through the key of the block before it, every token before it:
 ``key_i = (hash(key_{i-1}), tokens of block i[, extra keys])``. Two sequences share physical block ``i`` only when
 their keys agree, so equal blocks after different prefixes never merge, and a partial block is never
 shared by key (its content is still changing). The key keeps the block's tokens themselves, so blocks
-with different tokens can never collide; only the 64-bit hash of the prefix could.
+with different tokens can never collide; only the 64-bit hash of the prefix could. It keeps them in a
+compact form that is still one-to-one (:func:`block_content`): a run of consecutive token ids, as every block
+of a trace prompt is, is kept as its first id, which makes a trace's keys cheap to build and to hash.
 
 A freed block whose content is still valid (it has a key) is not wiped: it stays findable by a later
 request with the same prefix until it is recycled for new content (its key forgotten). A sequence frees
@@ -79,11 +81,12 @@ does.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Hashable, Sequence
 
 from ringlab.calc.kvcache import kv_cache_bytes, state_bytes_per_sequence
 from ringlab.calc.models import ModelConfig, get_model
+from ringlab.serving.requests import HashedPrompt
 from ringlab.validation import positive_int
 
 
@@ -210,11 +213,96 @@ def pool_blocks(pool_bytes: int, model: str | ModelConfig, block_size: int = 16,
 POLICIES = ("uncached-first", "vllm-v1")  # which free block is recycled (module docstring)
 
 
+def block_content(tokens: tuple):
+    """A full block's tokens in the one form its key holds (int or tuple): the first token when the tuple
+    ``tokens`` holds consecutive integers (every block of a trace prompt,
+    :class:`~ringlab.serving.requests.HashedPrompt`), else ``tokens`` itself. One-to-one, since an int never
+    equals a tuple; and a key holding an int hashes at once, where one holding 16 tokens hashes all of them on
+    every dict operation. Tokens that are not integers are returned as they are; nothing is raised."""
+    first = tokens[0]
+    try:
+        if tokens[-1] - first == len(tokens) - 1 and tokens == tuple(range(first, first + len(tokens))):
+            return first
+    except TypeError:  # tokens that are not integers
+        pass
+    return tokens
+
+
+def block_contents(prompt: Sequence, block_size: int) -> list:
+    """:func:`block_content` of each full block of ``block_size`` tokens of ``prompt`` (a sequence of token ids),
+    in order: ``len(prompt) // block_size`` ints or tuples. A HashedPrompt whose hash block holds whole blocks
+    gives them from its hash ids, without listing its tokens (every such block is consecutive ints)."""
+    full = len(prompt) // block_size
+    if isinstance(prompt, HashedPrompt) and prompt.hash_block % block_size == 0:
+        hash_block, offsets = prompt.hash_block, range(0, prompt.hash_block, block_size)
+        return [h * hash_block + o for h in prompt.hash_ids for o in offsets][:full]
+    whole = prompt if type(prompt) is tuple else tuple(prompt)
+    return [block_content(whole[i:i + block_size]) for i in range(0, full * block_size, block_size)]
+
+
 def _chain(parent, tokens: tuple, extra=None) -> tuple:
-    """Key of a full block: its parent's hash (None for the first block), its own tokens, and the sequence's
-    extra keys when it has any (vLLM's ``hash_block_tokens(parent, tokens, extra_keys)``)."""
+    """Key of a full block: its parent's hash (None for the first block), its own tokens (:func:`block_content`),
+    and the sequence's extra keys when it has any (vLLM's ``hash_block_tokens(parent, tokens, extra_keys)``)."""
     head = None if parent is None else hash(parent)
-    return (head, tokens) if extra is None else (head, tokens, extra)
+    content = block_content(tokens)
+    return (head, content) if extra is None else (head, content, extra)
+
+
+class FreeQueue:
+    """Free blocks in LRU order, oldest first, with removal from the middle: vLLM v1's
+    ``FreeKVCacheBlockQueue`` (``vllm/v1/core/kv_cache_utils.py``, a doubly linked list there), here a deque of
+    block ids whose removals are lazy. :meth:`remove` leaves the block's entry in place and counts it stale;
+    :meth:`pop_many` skips stale entries as they reach the front. A block's one live entry is always its last
+    (it was appended after every removal), so its stale count says how many of its entries to skip. When stale
+    entries outnumber live ones by far, the deque is rebuilt, so its length stays within a constant of ``len``.
+
+    ``num_blocks``: the pool's size (block ids are ``0 .. num_blocks - 1``); ``blocks``: the first entries.
+    Each operation is O(1) amortised (``pop_many``: per block); iteration lists the live blocks, oldest first.
+    Callers keep the rules: append only blocks not in the queue, remove only blocks in it.
+    """
+
+    __slots__ = ("_items", "_stale", "_live")
+
+    def __init__(self, num_blocks: int, blocks=()):
+        self._items: deque[int] = deque(blocks)
+        self._stale = [0] * num_blocks  # entries of each block to skip
+        self._live = len(self._items)
+
+    def __len__(self) -> int:
+        return self._live
+
+    def __iter__(self):
+        skip = list(self._stale)
+        for block in self._items:
+            if skip[block]:
+                skip[block] -= 1
+            else:
+                yield block
+
+    def extend(self, blocks: list[int]) -> None:
+        """Append ``blocks`` (newest last)."""
+        self._items.extend(blocks)
+        self._live += len(blocks)
+
+    def remove(self, block: int) -> None:
+        """Take ``block`` out (it must be in the queue)."""
+        self._stale[block] += 1
+        self._live -= 1
+        if len(self._items) > 4 * self._live + 1024:
+            self._items = deque(self)
+            self._stale = [0] * len(self._stale)
+
+    def pop_many(self, count: int) -> list[int]:
+        """The ``count`` oldest blocks, taken out, oldest first (``count`` <= ``len``)."""
+        items, stale, out = self._items, self._stale, []
+        while len(out) < count:
+            block = items.popleft()
+            if stale[block]:
+                stale[block] -= 1
+            else:
+                out.append(block)
+        self._live -= count
+        return out
 
 
 class BlockManager:
@@ -265,33 +353,32 @@ class BlockManager:
         self._extra: dict[Hashable, list[int]] = {}  # blocks a sequence holds outside its table (hold())
         self._ref = [0] * self.num_blocks
         self._key: list[tuple | None] = [None] * self.num_blocks  # key of a full, registered block
-        # uncached-first: free blocks without a key in _free, with one in _evictor (key -> block, LRU first).
-        # vllm-v1: every free block in _queue (block -> None, LRU first); _free and _evictor stay empty.
+        # uncached-first: free blocks without a key in _free, those with one in _lru (the LRU cache).
+        # vllm-v1: every free block in _lru, cached or not; _free stays empty.
         self._free: deque[int] = deque() if self._v1 else deque(range(self.num_blocks))
-        self._evictor: OrderedDict[tuple, int] = OrderedDict()
-        self._queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(self.num_blocks) if self._v1 else ())
+        self._lru = FreeQueue(self.num_blocks, range(self.num_blocks) if self._v1 else ())
         self._cached: dict[tuple, int] = {}  # every registered key -> its earliest registered block
         self._twins: dict[tuple, list[int]] = {}  # vllm-v1: later blocks registered with the same key, in order
         self._tables: dict[Hashable, list[int | None]] = {}  # None: released, out of the window
-        self._tokens: dict[Hashable, list] = {}
+        self._tokens: dict[Hashable, tuple[Sequence, list]] = {}  # (prompt as given, tokens appended since)
         self._keys: dict[Hashable, list[tuple]] = {}  # chain keys of each sequence's full blocks
         self._salt: dict[Hashable, Hashable] = {}  # each sequence's extra keys (None: none)
         self.prefix_cache_hits = 0  # blocks found by key instead of filled again
         self.copies = 0  # copy-on-write copies made
         self.evictions = 0  # cached blocks recycled for new content
         self.pending_copies: list[tuple[int, int]] = []  # (src, dst) copies not yet taken by the engine
-        self._memo: dict[tuple, list[tuple]] = {}  # (prompt, extra keys) -> its chain keys
+        self._memo: dict[tuple, tuple[list, bool]] = {}  # (prompt, extra keys) -> its chain keys, all different
 
     # ---- reading the books -------------------------------------------------------------------
     @property
     def num_free_blocks(self) -> int:
         """Blocks allocatable now: never-used or uncached free blocks plus cached free ones."""
-        return len(self._free) + len(self._evictor) + len(self._queue)
+        return len(self._free) + len(self._lru)
 
     @property
     def num_cached_free_blocks(self) -> int:
         """Free blocks that still hold a valid prefix and can be found by key (vllm-v1: O(free blocks))."""
-        return len(self._evictor) + sum(self._key[b] is not None for b in self._queue)
+        return sum(self._key[b] is not None for b in self._lru) if self._v1 else len(self._lru)
 
     @property
     def num_used_blocks(self) -> int:
@@ -310,7 +397,8 @@ class BlockManager:
     def tokens(self, seq_id) -> list:
         """Token ids held for ``seq_id`` (a copy)."""
         self._table(seq_id)
-        return list(self._tokens[seq_id])
+        prompt, added = self._tokens[seq_id]
+        return list(prompt) + added
 
     def cached_block_ids(self) -> list[int]:
         """Ids of the blocks that carry a key, held or free (findable by a later prompt), ascending."""
@@ -336,35 +424,60 @@ class BlockManager:
         elif len(extra_keys) != len(token_lists):
             raise ValueError(f"extra_keys must give one value per token list ({len(token_lists)}), "
                              f"got {len(extra_keys)}")
-        drawn: set = set()  # cached keys whose free block this batch already took
-        added: set = set()  # keys the batch itself would register
-        return sum(self._look_up(tokens, extra, drawn, added)[3] for tokens, extra in zip(token_lists, extra_keys))
+        # cached keys whose free block the batch already took; keys the batch itself would register
+        batch = (set(), set()) if len(token_lists) > 1 else None
+        return sum(self._look_up(tokens, *self._prompt_keys(tokens, extra), batch, need_only=True)[2]
+                   for tokens, extra in zip(token_lists, extra_keys))
 
-    def _look_up(self, tokens: Sequence, extra, drawn: set, added: set) -> tuple[list, int, list[bool], int]:
-        """One prompt of a batch (:meth:`blocks_needed`): its full blocks' keys within the window, whether a partial
-        block follows (0 or 1), which keys it would share, and the free blocks it would take; ``drawn`` and
-        ``added`` (the batch's cached free keys already taken, keys it registers) are updated."""
-        keys, partial = self._prompt_keys(tokens, extra)
+    def _look_up(self, tokens: Sequence, keys: list, partial: int, distinct: bool,
+                 batch: tuple[set, set] | None = None,
+                 need_only: bool = False) -> tuple[list, list[bool] | None, int, list | None]:
+        """One prompt, given its chain ``keys``, ``partial`` block and whether the keys are all ``distinct``
+        (:meth:`_prompt_keys`): its full blocks' keys within the window (a new list), which of them it would
+        share (module docstring, per policy), the free blocks it would take (:meth:`blocks_needed`), and the blocks
+        found (below).
+
+        ``batch``: None for a prompt alone, else the sets ``(drawn, added)`` of the batch so far, updated here:
+        cached free keys it already took (not counted again) and keys it registers (counted as cached).
+        ``need_only``: the hits may be returned as None (:meth:`blocks_needed` counts only). Fourth: the cached
+        block of each key (None: a miss) when the bulk count ran, else None (:meth:`_fill_in_bulk` reuses it)."""
         keys = keys[self._skipped(len(tokens)):]
-        hits = self._hits(keys, len(tokens), added)
+        if not self.enable_prefix_caching:
+            return keys, [False] * len(keys), partial + len(keys), None
+        cached, ref = self._cached, self._ref
+        cap = (len(tokens) - 1) // self.block_size if self._v1 else len(keys)  # vllm-v1 recomputes the last token
+        found = list(map(cached.get, keys))
+        drawn, added = batch if batch is not None else (set(), set())
+        if distinct and not drawn and not added:  # the common case, in bulk: no key can count twice
+            if batch is not None:
+                added.update(key for key, block in zip(keys, found) if block is None)
+            if self._v1:  # only the longest cached prefix
+                n = min(cap, found.index(None) if None in found else len(found))
+                found[n:] = [None] * (len(found) - n)
+            held = [ref[block] for block in found if block is not None]  # the hits' reference counts
+            if batch is not None:
+                drawn.update(key for key, block in zip(keys, found) if block is not None and not ref[block])
+            hits = None if need_only else [block is not None for block in found]
+            return keys, hits, partial + len(found) - len(held) + held.count(0), found
+        hits = [block is not None or key in added for key, block in zip(keys, found)]
+        if self._v1:
+            n = min(cap, hits.index(False) if False in hits else len(hits))
+            hits = [True] * n + [False] * (len(hits) - n)
         need = partial + hits.count(False)
-        if self.enable_prefix_caching:
-            cached, ref = self._cached, self._ref
-            for key, hit in zip(keys, hits):
-                if not hit:
-                    if key not in cached:
-                        added.add(key)
-                elif key in cached and ref[cached[key]] == 0 and key not in drawn:
-                    need += 1  # it leaves the cache of free blocks
-                    drawn.add(key)
-        return keys, partial, hits, need
+        for key, block, hit in zip(keys, found, hits):
+            if not hit:
+                if block is None:
+                    added.add(key)
+            elif block is not None and ref[block] == 0 and key not in drawn:
+                need += 1  # it leaves the cache of free blocks
+                drawn.add(key)
+        return keys, hits, need, None
 
     def cached_tokens(self, token_ids: Sequence, extra_keys=None) -> int:
         """Leading tokens of ``token_ids`` whose full blocks are cached by key (a multiple of block_size);
         under ``vllm-v1`` at most ``(len - 1) // block_size`` blocks (the last token is always computed).
         ``extra_keys`` as in :meth:`allocate`."""
-        keys, _ = self._prompt_keys(token_ids, extra_keys)
-        hits = self._hits(keys, len(token_ids), ())
+        _, hits, _, _ = self._look_up(token_ids, *self._prompt_keys(token_ids, extra_keys))
         return (hits.index(False) if False in hits else len(hits)) * self.block_size
 
     @property
@@ -403,40 +516,80 @@ class BlockManager:
         """
         if seq_id in self._tables:
             raise ValueError(f"sequence {seq_id!r} already holds blocks; free it first")
-        tokens = list(token_ids)
-        if not tokens:
+        # the prompt is kept as given when it cannot change (a tuple, a HashedPrompt: not listed token by token)
+        prompt = token_ids if type(token_ids) is tuple or isinstance(token_ids, HashedPrompt) else tuple(token_ids)
+        if not len(prompt):
             raise ValueError(f"token_ids of sequence {seq_id!r} must not be empty")
-        all_keys, _ = self._prompt_keys(token_ids, extra_keys)
-        keys, partial, hits, need = self._look_up(token_ids, extra_keys, set(), set())
+        all_keys, partial, distinct = self._prompt_keys(token_ids, extra_keys)
+        keys, hits, need, found = self._look_up(token_ids, all_keys, partial, distinct)
         room = self.admission_room
         if need > room:
             never = self.never_fits(need)
             raise OutOfBlocksError(
-                f"sequence {seq_id!r} needs {need} blocks for {len(tokens)} tokens; {room} of {self.num_blocks} "
+                f"sequence {seq_id!r} needs {need} blocks for {len(prompt)} tokens; {room} of {self.num_blocks} "
                 f"are free above the watermark of {self.watermark_blocks}"
                 + (" (it can never fit this pool)" if never else ""), need, room, never)
         table: list[int | None] = [None] * (len(all_keys) - len(keys))  # released past the window
-        # vllm-v1's hits are a prefix, all touched before any new block is taken, as in vLLM; uncached-first
-        # looks each key up when it comes to it (a block taken for an earlier one may have evicted it)
-        cached, ref, caching = self._cached, self._ref, self.enable_prefix_caching
-        take, register = self._take, self._register
-        for key, hit in zip(keys, hits):
-            if hit if self._v1 else caching and key in cached:
-                block = cached[key]
-                if ref[block] == 0:
-                    self._unfree(block)
-                ref[block] += 1
-                self.prefix_cache_hits += 1
-            else:
-                block = take()
-                if caching:
-                    register(block, key)
-            table.append(block)
-        if partial:
-            table.append(take())
-        self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id] = table, tokens, all_keys
+        if not (distinct and not self._v1 and self._fill_in_bulk(table, keys, partial, found)):
+            self._fill(table, keys, hits, partial)
+        self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id] = table, (prompt, []), list(all_keys)
         self._extra[seq_id], self._salt[seq_id] = [], extra_keys
         return list(table)
+
+    def _fill(self, table: list, keys: list, hits: list[bool], partial: int) -> None:
+        """Append a new sequence's blocks to ``table``, one key at a time: its full blocks' ``keys`` (``hits``:
+        which :meth:`_look_up` found shared), then a fresh block for its ``partial`` one. vllm-v1's hits are a
+        prefix, all touched before any new block is taken, as in vLLM; uncached-first looks each key up when it
+        comes to it (a block taken for an earlier one may have evicted it)."""
+        cached, ref, v1 = self._cached, self._ref, self._v1
+        take, register, unfree = self._take, self._register, self._unfree
+        shared = 0
+        for key, hit in zip(keys, hits):
+            block = cached.get(key) if hit or not v1 else None
+            if block is None:
+                block = take()
+                register(block, key)
+            else:
+                if not ref[block]:
+                    unfree(block)
+                ref[block] += 1
+                shared += 1
+            table.append(block)
+        self.prefix_cache_hits += shared
+        if partial:
+            table.append(take())
+
+    def _fill_in_bulk(self, table: list, keys: list, partial: int, found: list | None = None) -> bool:
+        """:meth:`_fill` under uncached-first for ``keys`` that are all different, with a few list operations
+        instead of a few calls per block, when its hits all come before its first miss (False, nothing done,
+        otherwise: the caller fills one key at a time). Then no block taken for a miss can evict a hit still to
+        come, so the hits can be touched first and the blocks for the misses taken together, in the same order.
+        Under uncached-first that is every prompt: a cached key's parent is cached too (a table holds its whole
+        chain, frees it tail first, and so files a parent after its children in the LRU order). ``found``: each
+        key's cached block or None, as :meth:`_look_up` found them with the books unchanged since (None: look
+        them up)."""
+        cached, ref = self._cached, self._ref
+        if found is None:
+            found = list(map(cached.get, keys))
+        first_miss = found.index(None) if None in found else len(found)
+        if found.count(None) != len(found) - first_miss:
+            return False
+        hits, misses = found[:first_miss], keys[first_miss:]
+        lru = self._lru
+        for block in hits:
+            if not ref[block]:
+                lru.remove(block)  # a hit on a cached free block (vLLM's touch)
+            ref[block] += 1
+        self.prefix_cache_hits += len(hits)
+        new = self._take_many(len(misses) + partial)
+        if self.enable_prefix_caching:  # keys all different and none cached: each registers its block
+            key_of = self._key
+            for key, block in zip(misses, new):
+                cached[key] = block
+                key_of[block] = key
+        table += hits
+        table += new
+        return True
 
     def append_token(self, seq_id, token_id) -> tuple[int, int] | None:
         """Add one token to ``seq_id``: a fresh block when the last one is full, a copy of the last block
@@ -450,23 +603,24 @@ class BlockManager:
         its tokens), :class:`OutOfBlocksError` when a block is needed and none is free (the watermark does
         not apply: it exists for this growth). On every error the books are left unchanged.
         """
-        table, tokens = self._table(seq_id), self._tokens[seq_id]
+        table, (prompt, added) = self._table(seq_id), self._tokens[seq_id]
+        length = len(prompt) + len(added)
         try:
             hash(token_id)
         except TypeError:
             raise TypeError(f"token_id must be hashable (an int in practice), got {type(token_id).__name__} "
                             f"{token_id!r:.60}") from None
         copy = None
-        if len(tokens) % self.block_size == 0:
-            released = self._skipped(len(tokens) + 1) - self._skipped(len(tokens))
-            oldest = table[len(table) - self._kept(len(tokens))] if released else None
+        if length % self.block_size == 0:
+            released = self._skipped(length + 1) - self._skipped(length)
+            oldest = table[len(table) - self._kept(length)] if released else None
             if oldest is not None and self._ref[oldest] == 1:  # its slot past the window frees a block
-                self._release(table, len(table) - self._kept(len(tokens)))
+                self._release(table, len(table) - self._kept(length))
                 table.append(self._take())
             else:
                 table.append(self._take_for(seq_id, "a new block"))
                 if released:
-                    self._release(table, len(table) - 1 - self._kept(len(tokens)))
+                    self._release(table, len(table) - 1 - self._kept(length))
         elif self._ref[table[-1]] > 1:
             src = table[-1]
             dst = self._take_for(seq_id, "a copy of its shared last block")
@@ -475,10 +629,12 @@ class BlockManager:
             copy = (src, dst)
             self.copies += 1
             self.pending_copies.append(copy)
-        tokens.append(token_id)
-        if len(tokens) % self.block_size == 0:
+        added.append(token_id)
+        bs = self.block_size
+        if (length + 1) % bs == 0:
             keys = self._keys[seq_id]
-            key = _chain(keys[-1] if keys else None, tuple(tokens[-self.block_size:]), self._salt[seq_id])
+            last = tuple(added[-bs:]) if len(added) >= bs else tuple(prompt[length + 1 - bs:]) + tuple(added)
+            key = _chain(keys[-1] if keys else None, last, self._salt[seq_id])
             keys.append(key)
             twin = self._cached.get(key) if self.enable_prefix_caching and not self._v1 else None
             if twin is None:
@@ -489,7 +645,7 @@ class BlockManager:
                 self._ref[twin] += 1
                 self._ref[table[-1]] -= 1
                 if self._ref[table[-1]] == 0:
-                    self._to_free(table[-1])
+                    self._to_free([table[-1]])
                 table[-1] = twin
         return copy
 
@@ -498,12 +654,13 @@ class BlockManager:
         neither start a block, nor fill one, nor write into a block another table shares (a scheduler's bulk
         decode path: its other tokens go through :meth:`append_token`). Raises ValueError for an unknown id
         or for tokens that would do any of those (the books are left unchanged)."""
-        table, tokens = self._table(seq_id), self._tokens[seq_id]
-        used = len(tokens) % self.block_size
+        table, (prompt, added) = self._table(seq_id), self._tokens[seq_id]
+        length = len(prompt) + len(added)
+        used = length % self.block_size
         if token_ids and (not used or used + len(token_ids) >= self.block_size or self._ref[table[-1]] != 1):
-            raise ValueError(f"{len(token_ids)} tokens after {len(tokens)} of sequence {seq_id!r} start, fill or "
+            raise ValueError(f"{len(token_ids)} tokens after {length} of sequence {seq_id!r} start, fill or "
                              "share a block: append them with append_token")
-        tokens.extend(token_ids)
+        added.extend(token_ids)
 
     def fork(self, parent_id, child_id) -> list[int]:
         """Make ``child_id`` a copy of ``parent_id`` sharing every block (ref counts + 1); return its table.
@@ -519,7 +676,8 @@ class BlockManager:
                 self._ref[block] += 1
         self._tables[child_id] = list(table)
         self._extra[child_id] = []
-        self._tokens[child_id] = list(self._tokens[parent_id])
+        prompt, added = self._tokens[parent_id]
+        self._tokens[child_id] = (prompt, list(added))
         self._keys[child_id] = list(self._keys[parent_id])
         self._salt[child_id] = self._salt[parent_id]
         return list(table)
@@ -530,12 +688,13 @@ class BlockManager:
         queue's tail either way, keeping its key). Raises ValueError for an unknown id."""
         table = self._table(seq_id)
         self._put_back(self._extra.pop(seq_id))
+        ref, released = self._ref, []
         for block in reversed(table):
-            if block is None:
-                continue
-            self._ref[block] -= 1
-            if self._ref[block] == 0:
-                self._to_free(block)
+            if block is not None:
+                ref[block] -= 1
+                if not ref[block]:
+                    released.append(block)
+        self._to_free(released)
         del self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id], self._salt[seq_id]
 
     def hold(self, seq_id, count: int) -> None:
@@ -578,20 +737,20 @@ class BlockManager:
         def fail(msg):
             raise InvariantError(msg)
 
-        free, cached = list(self._free), list(self._evictor.values())
-        for block in self._queue:  # vllm-v1's one queue holds both kinds
+        free, cached = list(self._free), []
+        for block in self._lru:  # (vllm-v1's one queue holds both kinds)
             (free if self._key[block] is None else cached).append(block)
-        if (self._free or self._evictor) if self._v1 else self._queue:
-            fail(f"free blocks are kept in the other policy's lists (policy {self.policy!r})")
+        if self._v1 and self._free:
+            fail("vllm-v1 keeps a free block outside its one queue")
         if len(set(free)) != len(free) or set(free) & set(cached):
             fail("a block is listed twice among the free blocks")
         holders = [0] * self.num_blocks
         for seq_id, table in self._tables.items():
-            expected = -(-len(self._tokens[seq_id]) // self.block_size)
+            length = sum(map(len, self._tokens[seq_id]))
+            expected = -(-length // self.block_size)
             if len(table) != expected:
-                fail(f"sequence {seq_id!r} holds {len(table)} blocks for {len(self._tokens[seq_id])} tokens, "
-                     f"expected {expected}")
-            skip = self._skipped(len(self._tokens[seq_id]))
+                fail(f"sequence {seq_id!r} holds {len(table)} blocks for {length} tokens, expected {expected}")
+            skip = self._skipped(length)
             if any(b is not None for b in table[:skip]) or any(b is None for b in table[skip:]):
                 fail(f"sequence {seq_id!r} should hold its newest {expected - skip} blocks and release the "
                      f"{skip} before them")
@@ -599,7 +758,7 @@ class BlockManager:
                 holders[block] += 1
                 if self._key[block] is not None:
                     fail(f"sequence {seq_id!r} holds extra block {block}, which carries a key")
-            if len(self._keys[seq_id]) != len(self._tokens[seq_id]) // self.block_size:
+            if len(self._keys[seq_id]) != length // self.block_size:
                 fail(f"sequence {seq_id!r} has {len(self._keys[seq_id])} chain keys for its full blocks")
             for block in table:
                 if block is not None:
@@ -614,12 +773,13 @@ class BlockManager:
             fail("free, cached and held blocks do not add up to the pool")
         if self._twins and not self._v1:
             fail("uncached-first registered two blocks under one key")
+        cached_free = set(cached)
         mapped = list(self._cached.items())
         mapped += [(key, block) for key, twins in self._twins.items() for block in twins]
         for key, block in mapped:
             if self._key[block] != key:
                 fail(f"the cache maps a key to block {block}, which carries another")
-            if self._ref[block] == 0 and not self._v1 and self._evictor.get(key) != block:
+            if self._ref[block] == 0 and block not in cached_free:
                 fail(f"block {block} has a key, no holder, and is not in the cache of free blocks")
         if len(mapped) != sum(key is not None for key in self._key):
             fail("a block carries a key that the cache does not map to it")
@@ -639,11 +799,10 @@ class BlockManager:
             fail(f"no sequence is left but {self.num_used_blocks} blocks are not free (a leak)")
 
     def fingerprint(self) -> tuple:
-        """What the allocator's future decisions depend on, without block ids: free counts and the LRU
-        order of cached keys, or ``vllm-v1``'s free queue as key hashes (None: no key) (a scheduler uses it
-        to recognise a state it has been in before)."""
-        queue = tuple(None if self._key[b] is None else hash(self._key[b]) for b in self._queue)
-        return len(self._free), tuple(hash(k) for k in self._evictor), queue
+        """What the allocator's future decisions depend on, without block ids: the count of plain free blocks,
+        then the LRU order of cached free blocks (``vllm-v1``: of its one free queue) as key hashes (None: no
+        key) (a scheduler uses it to recognise a state it has been in before)."""
+        return len(self._free), tuple(None if self._key[b] is None else hash(self._key[b]) for b in self._lru)
 
     # ---- internals ---------------------------------------------------------------------------
     def _table(self, seq_id) -> list[int]:
@@ -652,11 +811,12 @@ class BlockManager:
         except KeyError:
             raise ValueError(f"unknown sequence {seq_id!r}: it holds no blocks") from None
 
-    def _prompt_keys(self, prompt: Sequence, extra=None) -> tuple[list, int]:
-        """Chain keys of the full blocks of ``prompt`` (a new list) and whether a partial block is left (0 or 1).
+    def _prompt_keys(self, prompt: Sequence, extra=None) -> tuple[list, int, bool]:
+        """Chain keys of the full blocks of ``prompt`` (a list the caller must not change), whether a partial
+        block is left (0 or 1), and whether the keys are all different (they are unless two hashes collide).
 
-        From ``prompt.block_keys(block_size)`` when the prompt has that method, else from its token tuples
-        (memoised: a scheduler asks again about the same waiting prompt every step).
+        From ``prompt.block_keys(block_size)`` when the prompt has that method, else from its blocks' tokens
+        (:func:`block_contents`; memoised: a scheduler asks again about the same waiting prompt every step).
         """
         try:
             hash(extra)
@@ -671,38 +831,28 @@ class BlockManager:
             if len(keys) != len(prompt) // bs:
                 raise ValueError(f"prompt.block_keys({bs}) gave {len(keys)} keys for {len(prompt)} tokens; "
                                  f"expected one per full block, {len(prompt) // bs}")
-            return (keys if extra is None else [(key, extra) for key in keys]), partial
+            keys = keys if extra is None else [(key, extra) for key in keys]
+            return keys, partial, len(set(keys)) == len(keys)
         try:  # a hashable prompt (a tuple, a HashedPrompt) is its own memo key, without listing its tokens
             memo = (prompt, extra)
-            keys = self._memo.get(memo)
+            found = self._memo.get(memo)
         except TypeError:  # a list
             memo = (tuple(prompt), extra)
-            keys = self._memo.get(memo)
-        if keys is None:
-            whole = memo[0] if type(memo[0]) is tuple else tuple(prompt)
-            keys, parent = [], None
-            for i in range(len(whole) // bs):
-                parent = _chain(parent, whole[i * bs:(i + 1) * bs], extra)
-                keys.append(parent)
+            found = self._memo.get(memo)
+        if found is None:
+            keys, heads, head = [], [], None
+            add_key, add_head = keys.append, heads.append  # (the loop runs once per block of a trace)
+            for content in block_contents(memo[0], bs):
+                key = (head, content) if extra is None else (head, content, extra)
+                head = hash(key)
+                add_key(key)
+                add_head(head)
+            # each key holds its parent's hash, and the first no hash: two keys are equal only if two hashes are
+            found = keys, len(set(heads)) == len(heads)
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.clear()
-            self._memo[memo] = keys
-        return list(keys), partial
-
-    def _hits(self, keys: list, length: int, added) -> list[bool]:
-        """Which of a prompt's full-block ``keys`` it would share, for a prompt of ``length`` tokens, counting
-        keys in ``added`` (registered earlier in a batch) as cached (module docstring, per policy)."""
-        if not self.enable_prefix_caching:
-            return [False] * len(keys)
-        cached = self._cached
-        if not self._v1:
-            return [key in cached or key in added for key in keys]
-        n = 0
-        for key in keys[:(length - 1) // self.block_size]:
-            if key not in cached and key not in added:
-                break
-            n += 1
-        return [True] * n + [False] * (len(keys) - n)
+            self._memo[memo] = found
+        return found[0], partial, found[1]
 
     def _kept(self, tokens: int) -> int:
         """Table entries holding a block for a sequence of ``tokens`` tokens."""
@@ -719,44 +869,58 @@ class BlockManager:
         self._ref[block] -= 1
         if self._ref[block] == 0:
             self._forget(block)
-            self._to_free(block)
+            self._to_free([block])
 
     def _put_back(self, blocks: list[int]) -> None:
         """Return extra blocks (ref 1, no key) to the free blocks."""
         for block in blocks:
             self._ref[block] = 0
-            self._to_free(block)
+        self._to_free(blocks)
 
-    def _to_free(self, block: int) -> None:
-        """File a block no table holds any more: vllm-v1's queue tail, else the LRU cache when it has a key."""
+    def _to_free(self, blocks: list[int]) -> None:
+        """File blocks no table holds any more, in order: vllm-v1's queue tail, else the LRU cache when the
+        block has a key and the plain free list when not."""
         if self._v1:
-            self._queue[block] = None
-        elif self._key[block] is not None:
-            self._evictor[self._key[block]] = block
-        else:
-            self._free.append(block)
+            self._lru.extend(blocks)
+            return
+        keys = [self._key[block] for block in blocks]
+        self._lru.extend([block for key, block in zip(keys, blocks) if key is not None])
+        self._free.extend(block for key, block in zip(keys, blocks) if key is None)
 
     def _unfree(self, block: int) -> None:
         """Take a free cached block out of the free blocks (a hit: vLLM's ``touch``)."""
-        if self._v1:
-            del self._queue[block]
-        else:
-            del self._evictor[self._key[block]]
+        self._lru.remove(block)
 
     def _take(self) -> int:
-        """A block for new content (caller checked there is one): vllm-v1's queue head; else plain free first,
-        then the LRU cached. A block taken with a key is evicted (its key forgotten)."""
+        """A block for new content (caller checked there is one): :meth:`_take_many` of one."""
+        return self._take_many(1)[0]
+
+    def _take_many(self, count: int) -> list[int]:
+        """``count`` blocks for new content, in the order they are taken (caller checked there are enough):
+        vllm-v1's queue head; else plain free first, then the LRU cached. A block taken with a key is evicted
+        (its key forgotten)."""
+        key_of, evicted = self._key, 0
         if self._v1:
-            block, _ = self._queue.popitem(last=False)
-        elif self._free:
-            block = self._free.popleft()
+            blocks = self._lru.pop_many(count)
+            for block in blocks:
+                if key_of[block] is not None:
+                    self._forget(block)
+                    evicted += 1
         else:
-            _, block = self._evictor.popitem(last=False)
-        if self._key[block] is not None:
-            self._forget(block)
-            self.evictions += 1
-        self._ref[block] = 1
-        return block
+            free = self._free  # (a plain free block carries no key)
+            blocks = [free.popleft() for _ in range(min(count, len(free)))]
+            if len(blocks) < count:
+                cached = self._cached
+                for block in self._lru.pop_many(count - len(blocks)):
+                    del cached[key_of[block]]  # (uncached-first registers one block per key: no twin takes its place)
+                    key_of[block] = None
+                    blocks.append(block)
+                    evicted += 1
+        self.evictions += evicted
+        ref = self._ref
+        for block in blocks:
+            ref[block] = 1
+        return blocks
 
     def _take_for(self, seq_id, what: str) -> int:
         if not self.num_free_blocks:
@@ -769,12 +933,10 @@ class BlockManager:
         leaves this one without a key and vllm-v1 registers it after that one (no deduplication)."""
         if not self.enable_prefix_caching:
             return
-        if key not in self._cached:
-            self._cached[key] = block
-        elif self._v1:
+        if self._cached.setdefault(key, block) != block:
+            if not self._v1:
+                return
             self._twins.setdefault(key, []).append(block)
-        else:
-            return
         self._key[block] = key
 
     def _forget(self, block: int) -> None:

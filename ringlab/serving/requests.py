@@ -78,7 +78,7 @@ class HashedPrompt(Sequence):
     while the request waits. Raises TypeError/ValueError naming the bad argument.
     """
 
-    __slots__ = ("_length", "_ids", "_block")
+    __slots__ = ("_length", "_ids", "_block", "_hash")
 
     def __init__(self, length: int, hash_ids, hash_block: int = 512):
         self._length = positive_int(length, "length")
@@ -97,6 +97,7 @@ class HashedPrompt(Sequence):
         if min(ids) < 0:
             raise ValueError(f"hash_ids must be integers >= 0, got {min(ids)}")
         self._ids = ids
+        self._hash = None  # computed when first asked: a waiting prompt is looked up again every step
 
     @property
     def hash_ids(self) -> tuple[int, ...]:
@@ -155,7 +156,9 @@ class HashedPrompt(Sequence):
         return self._length == other._length and self._runs(0, self._length) == other._runs(0, other._length)
 
     def __hash__(self) -> int:
-        return hash(self._runs(0, self._length))
+        if self._hash is None:
+            self._hash = hash(self._runs(0, self._length))
+        return self._hash
 
     def __repr__(self) -> str:
         ids = self.hash_ids if len(self.hash_ids) <= 6 else f"({', '.join(map(str, self.hash_ids[:3]))}, ... " \

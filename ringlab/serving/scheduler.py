@@ -55,7 +55,9 @@ the same allocator calls in the same order where order matters, step times as on
 from __future__ import annotations
 
 import bisect
+import gc
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -63,7 +65,7 @@ from itertools import repeat
 from ringlab.calc.models import get_model
 from ringlab.validation import check_number
 from ringlab.validation import positive_int
-from ringlab.serving.blocks import POLICIES, BlockManager, OutOfBlocksError, cache_layout
+from ringlab.serving.blocks import POLICIES, BlockManager, OutOfBlocksError, block_content, block_contents, cache_layout
 from ringlab.serving.cost import StepCost, host_link
 from ringlab.serving.requests import Request, sampled_token
 from ringlab.serving.trace import Trace
@@ -152,6 +154,20 @@ def over_context(request: Request, model, max_model_len: int | None = None) -> s
     return f"prompt {len(request.prompt):,} + output {request.max_new_tokens:,} tokens exceed {source}={limit:,}"
 
 
+@contextmanager
+def _rare_collections():
+    """Run the cyclic garbage collector about 100 times less often, restoring its thresholds on exit. A trace
+    replay keeps millions of small tuples alive (every block's key), and CPython's collector, which runs
+    after every 700 new container objects, rescans them: about a sixth of a full Mooncake replay went to it.
+    The replay makes no reference cycles that need prompt collection; cycles elsewhere are still collected."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], 100_000), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 @dataclass(eq=False)
 class _Group:
     """A request in the engine. Per live sample: token ids (prompt + generated: the request's prompt object until
@@ -229,6 +245,10 @@ class Scheduler:
     def run(self, requests: list[Request]) -> Trace:
         """Serve every request; stop when all are done, on a detected livelock, or at ``max_steps`` (then the
         trace's ``truncated`` says so and why: the run is partial)."""
+        with _rare_collections():
+            return self._run(requests)
+
+    def _run(self, requests: list[Request]) -> Trace:
         pending = deque(sorted(requests, key=lambda r: (r.arrival_s, r.request_id)))
         if len({r.request_id for r in pending}) != len(pending):
             raise ValueError("request ids must be unique")
@@ -674,7 +694,7 @@ class Scheduler:
             append((g.rid, sample), tokens[base + k])
             done[i] = k + 1
             if watch is not None and (self.blocks.num_free_blocks > before - took or (base + k + 1) % bs == 0
-                                      and tuple(tokens[base + k + 1 - bs:base + k + 1]) in watch):
+                                      and block_content(tuple(tokens[base + k + 1 - bs:base + k + 1])) in watch):
                 recheck = True
         if recheck and not self._refused(head):
             return self._hand_over(step, seqs, lengths, done, free_after, starts, ends)
@@ -700,14 +720,14 @@ class Scheduler:
                             free_after[k])
         return span
 
-    def _block_contents(self, group: _Group) -> set[tuple]:
-        """The token tuples of ``group``'s full blocks (remembered for the waiting head: a sample's tokens are
-        only ever appended to, so its samples and their lengths tell whether they changed)."""
+    def _block_contents(self, group: _Group) -> set:
+        """The contents of ``group``'s full blocks (:func:`~ringlab.serving.blocks.block_contents`; remembered
+        for the waiting head: a sample's tokens are only ever appended to, so its samples and their lengths
+        tell whether they changed)."""
         size = tuple((sample, len(t)) for sample, t in group.tokens.items())
         if self._watched[:2] != (group, size):
             bs = self.blocks.block_size
-            whole = [tuple(t) for t in group.tokens.values()]  # one pass over a HashedPrompt, then tuple slices
-            self._watched = (group, size, {t[j:j + bs] for t in whole for j in range(0, len(t) - bs + 1, bs)})
+            self._watched = (group, size, set().union(*(block_contents(t, bs) for t in group.tokens.values())))
         return self._watched[2]
 
     def _advance(self, step: int, seqs: list, steps: int, starts: list, ends: list) -> None:

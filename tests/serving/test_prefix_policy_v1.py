@@ -97,7 +97,7 @@ def _same(bm: BlockManager, model: V1Model):
     assert bm.cached_block_ids() == [b for b, h in enumerate(model.hash_of) if h is not None]
     assert bm.num_free_blocks == len(model.queue)
     # the free queue's order, seen through which of its entries carry a key
-    assert [h is not None for h in bm.fingerprint()[2]] == [model.hash_of[b] is not None for b in model.queue]
+    assert [h is not None for h in bm.fingerprint()[-1]] == [model.hash_of[b] is not None for b in model.queue]
     bm.check_invariants()
 
 
@@ -223,7 +223,7 @@ def test_the_design_docs_worked_example():
         bm.free(1)  # time 6
         if policy == "vllm-v1":  # the free queue, through which entries carry a key (4 and 6 are partial)
             order = [7, 8, 9, 4, 3, 2, 6, 5, 1, 0]
-            assert [h is not None for h in bm.fingerprint()[2]] == [b in (3, 2, 5, 1, 0) for b in order]
+            assert [h is not None for h in bm.fingerprint()[-1]] == [b in (3, 2, 5, 1, 0) for b in order]
         assert bm.allocate(2, r0[:12] + list(range(200, 217))) == table  # time 7
         assert (bm.prefix_cache_hits, bm.evictions) == (5, evictions)
         bm.check_invariants()

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, multiple, precondition, rule
 
 from ringlab.serving import BlockManager, InvariantError, OutOfBlocksError, block_bytes, pool_blocks
+from ringlab.serving.blocks import FreeQueue
 
 
 def ceil_div(a, b):
@@ -337,3 +338,98 @@ class BlockMachine(RuleBasedStateMachine):
 
 TestBlockMachine = BlockMachine.TestCase
 TestBlockMachine.settings = settings(max_examples=150, stateful_step_count=40)
+
+
+# ---- the bulk fill against the one-key-at-a-time fill ----------------------------------------------------
+
+class _OneAtATime(BlockManager):
+    """The reference: every prompt is filled one key at a time (:meth:`BlockManager._fill`)."""
+
+    def _fill_in_bulk(self, table, keys, partial, found=None):
+        return False
+
+
+def _books(bm):
+    return ({s: bm.block_table(s) for s in bm.sequences()}, list(bm._free), list(bm._lru),
+            list(bm._key), [bm.ref_count(b) for b in range(bm.num_blocks)], bm.prefix_cache_hits, bm.evictions)
+
+
+def _same_run(ops, num_blocks, block_size, caching):
+    """Run ``ops`` on both allocators and check their books are equal after each (block ids included)."""
+    bulk = BlockManager(num_blocks, block_size, enable_prefix_caching=caching)
+    ref = _OneAtATime(num_blocks, block_size, enable_prefix_caching=caching)
+    for op, seq, tokens in ops:
+        outcomes = []
+        for bm in (bulk, ref):
+            try:
+                if op == "allocate" and seq not in bm.sequences():
+                    bm.allocate(seq, tokens)
+                elif op == "append" and seq in bm.sequences():
+                    bm.append_token(seq, tokens[0])
+                elif op == "free" and seq in bm.sequences():
+                    bm.free(seq)
+                outcomes.append("ok")
+            except OutOfBlocksError as error:
+                outcomes.append(str(error))
+        assert outcomes[0] == outcomes[1]
+        assert _books(bulk) == _books(ref)
+        bulk.check_invariants()
+
+
+_ops = st.lists(st.tuples(st.sampled_from(["allocate", "allocate", "append", "free"]), st.integers(0, 5),
+                          st.lists(st.integers(0, 3), min_size=1, max_size=14)), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ops, st.integers(3, 20), st.integers(1, 3), st.booleans())
+def test_the_bulk_fill_gives_the_books_of_the_one_key_at_a_time_fill(ops, num_blocks, block_size, caching):
+    # same block ids in the same tables, same LRU order of cached free blocks, same counters, after every call
+    _same_run(ops, num_blocks, block_size, caching)
+
+
+def test_the_bulk_fill_steps_aside_for_a_hit_after_a_miss():
+    # under uncached-first a cached key's parent is always cached, so a prompt's hits come first; the bulk
+    # fill still refuses keys where a hit follows a miss (a take could evict it) and leaves them to _fill
+    bm = BlockManager(8, 1)
+    bm.allocate("a", [1, 2, 3])
+    bm.free("a")
+    cached_key = bm._prompt_keys([1, 2, 3])[0][1]
+    assert not bm._fill_in_bulk([], [("not", "cached"), cached_key], 0)
+    assert bm.num_free_blocks == 8 and bm.prefix_cache_hits == 0  # nothing done
+    table = []
+    bm._fill(table, [("not", "cached"), cached_key], [False, True], 0)
+    assert table[1] == bm._cached[cached_key] and bm.prefix_cache_hits == 1
+
+
+# ---- the free queue ---------------------------------------------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 12), st.lists(st.tuples(st.sampled_from(["extend", "remove", "pop"]), st.integers(0, 11),
+                                              st.integers(0, 4)), max_size=300))
+def test_the_free_queue_is_a_list_in_lru_order(num_blocks, ops):
+    # model: a plain list, oldest first; removal from the middle is list.remove, popping is slicing the front
+    queue, model = FreeQueue(num_blocks, range(num_blocks // 2)), list(range(num_blocks // 2))
+    for op, block, count in ops:
+        block %= num_blocks
+        if op == "extend":
+            out = [b for b in range(block, min(block + count, num_blocks)) if b not in model]
+            queue.extend(out)
+            model += out
+        elif op == "remove" and block in model:
+            queue.remove(block)
+            model.remove(block)
+        elif op == "pop":
+            count = min(count, len(model))
+            assert queue.pop_many(count) == model[:count]
+            del model[:count]
+        assert len(queue) == len(model) and list(queue) == model
+
+
+def test_the_free_queue_stays_short_under_touches():
+    # a block removed and appended again 100,000 times leaves stale entries behind; the queue is rebuilt
+    # when they outnumber the live ones, so its deque stays within a constant of the pool
+    queue = FreeQueue(8, range(8))
+    for _ in range(100_000):
+        queue.remove(3)
+        queue.extend([3])
+    assert list(queue) == [0, 1, 2, 4, 5, 6, 7, 3] and len(queue._items) <= 4 * 8 + 1024 + 1
