@@ -892,7 +892,12 @@ class BlockManager:
         self._lru.remove(block)
 
     def _take(self) -> int:
-        """A block for new content (caller checked there is one): :meth:`_take_many` of one."""
+        """A block for new content (caller checked there is one): :meth:`_take_many` of one, a plain free block
+        taken at once (a decode's new block, one per ``block_size`` tokens of each sequence)."""
+        if self._free:
+            block = self._free.popleft()
+            self._ref[block] = 1
+            return block
         return self._take_many(1)[0]
 
     def _take_many(self, count: int) -> list[int]:

@@ -128,9 +128,10 @@ class Trace:
 
     def finish(self, groups: list, blocks, end_s: float) -> None:
         """Freeze the log: step arrays, per-request rows and the allocator's counters."""
-        cols = list(zip(*self._rows)) if self._rows else [()] * len(STEP_FIELDS)
-        self.steps = {name: np.array(col, dtype=float if name.endswith("_s") else np.int64)
-                      for name, col in zip(STEP_FIELDS, cols)}
+        # one float table, then typed columns: the counts are far below 2**53, so exact in a float
+        table = np.array(self._rows, dtype=float).reshape(len(self._rows), len(STEP_FIELDS))
+        self.steps = {name: table[:, j].astype(float if name.endswith("_s") else np.int64)
+                      for j, name in enumerate(STEP_FIELDS)}
         self.prefix_cache_hits, self.copies, self.end_s = blocks.prefix_cache_hits, blocks.copies, end_s
         for g in sorted(groups, key=lambda g: g.rid):
             r = g.request
