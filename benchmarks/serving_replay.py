@@ -23,6 +23,9 @@ vLLM's default token budget of 2,048 with chunked prefill (so no prompt is refus
    waiting request holds its :class:`~ringlab.serving.HashedPrompt`, not a token list, so the peak follows the
    requests in the engine, not the trace's tokens.
 
+A trace's time is followed by a calibration loop's (20 million Python additions, :func:`_calibration`): on a
+shared machine the same replay's CPU time varies with the host's load, and the loop shows by how much.
+
 Usage: python benchmarks/serving_replay.py [--requests 2000] [--hour-rate 5.4] [--hour-seconds 3600] [--skip-hour]
        [--trace FILE [--trace-limit N]]
 """
@@ -80,6 +83,15 @@ def _same(a, b) -> bool:
             and all(np.array_equal(a.steps[k], b.steps[k]) for k in a.steps))
 
 
+def _calibration() -> float:
+    """CPU seconds of a plain Python loop of 20 million additions: printed beside a trace's time, since a shared
+    machine's speed varies with its host's load. Compare replay times only across similar calibrations."""
+    start, total = time.process_time(), 0
+    for i in range(20_000_000):
+        total += i
+    return time.process_time() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
@@ -98,6 +110,7 @@ def main() -> None:
         print(f"{args.trace}: {m['requests']:,} requests, {m['steps']:,} steps, {m['simulated_s']:,.0f} s simulated, "
               f"{m['finished']:,} finished")
         print(f"fast path               {seconds:8.2f} s CPU   peak resident {peak:,.0f} MiB")
+        print(f"calibration loop        {_calibration():8.2f} s CPU   (module docstring: compare like with like)")
         return
     requests = azure_shaped(args.requests, 4.0)
     reference_s, reference = _timed(requests, False, blocks)
