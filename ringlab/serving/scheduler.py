@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import bisect
 import gc
+import threading
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -154,18 +155,29 @@ def over_context(request: Request, model, max_model_len: int | None = None) -> s
     return f"prompt {len(request.prompt):,} + output {request.max_new_tokens:,} tokens exceed {source}={limit:,}"
 
 
+_gc_lock = threading.Lock()
+_gc_runs = [0, None]  # runs inside _rare_collections now, and the thresholds to restore when none is left
+
+
 @contextmanager
 def _rare_collections():
-    """Run the cyclic garbage collector about 100 times less often, restoring its thresholds on exit. A trace
-    replay keeps millions of small tuples alive (every block's key), and CPython's collector, which runs
-    after every 700 new container objects, rescans them: about a sixth of a full Mooncake replay went to it.
-    The replay makes no reference cycles that need prompt collection; cycles elsewhere are still collected."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], 100_000), *before[1:])
+    """Run the cyclic garbage collector about 100 times less often, restoring its thresholds when the last run
+    inside ends (runs may nest or overlap in threads). A trace replay keeps millions of small tuples alive
+    (every block's key), and CPython's collector, which runs after every 700 new container objects, rescans
+    them: about a sixth of a full Mooncake replay went to it. The replay makes no reference cycles that need
+    prompt collection; cycles elsewhere are still collected."""
+    with _gc_lock:
+        if not _gc_runs[0]:
+            _gc_runs[1] = gc.get_threshold()
+            gc.set_threshold(max(_gc_runs[1][0], 100_000), *_gc_runs[1][1:])
+        _gc_runs[0] += 1
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        with _gc_lock:
+            _gc_runs[0] -= 1
+            if not _gc_runs[0]:
+                gc.set_threshold(*_gc_runs[1])
 
 
 @dataclass(eq=False)

@@ -264,3 +264,22 @@ def test_the_prefix_policy_reaches_the_allocator():
     assert scheduler.blocks.policy == "vllm-v1"
     with pytest.raises(ValueError, match="prefix_policy must be one of uncached-first, vllm-v1"):
         SchedulerConfig(prefix_policy="lru")
+
+
+def test_a_run_restores_the_garbage_collectors_thresholds_even_on_an_error():
+    # a replay collects rarely while it runs (scheduler._rare_collections); the caller's settings come back after
+    # it, after nested runs, and after a run that raises
+    import gc
+
+    from ringlab.serving.scheduler import _rare_collections
+
+    before = gc.get_threshold()
+    with _rare_collections():
+        assert gc.get_threshold()[0] >= 100_000
+        with _rare_collections():
+            pass
+        assert gc.get_threshold()[0] >= 100_000  # the outer run still collects rarely
+    assert gc.get_threshold() == before
+    with pytest.raises(ValueError, match="request ids must be unique"):
+        simulate([Request(0, 0.0, [1, 2], 2), Request(0, 0.0, [3], 2)])
+    assert gc.get_threshold() == before
