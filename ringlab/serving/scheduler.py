@@ -286,6 +286,8 @@ class Scheduler:
                 left = len(pending) + len(self.waiting) + len(self.running) + len(self.swapped)
                 self.trace.truncated = (f"stopped at max_steps={step:,} with {left:,} request(s) not done; "
                                         "the numbers cover the simulated part only")
+                for request in pending:  # never arrived: in the trace as unfinished, so every request is counted
+                    self.groups[request.request_id] = _Group(request)
                 break
             if not (self.fast and self._decode_span(step, pending[0].arrival_s if pending else None)):
                 self._step(step)

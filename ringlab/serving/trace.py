@@ -9,7 +9,7 @@ Percentiles are numpy's linear interpolation over the finished requests.
 **Goodput** under an SLA (:meth:`Trace.metrics` with ``sla_ttft`` and/or ``sla_tpot``, seconds): a request
 *meets the SLA* when it finished, its TTFT <= ``sla_ttft`` and its TPOT <= ``sla_tpot`` (a request of one
 output token has no TPOT and meets that limit vacuously); a rejected or unfinished request misses it
-(requests that had not arrived when a truncated run stopped are not in the trace at all).
+(requests that had not arrived when a truncated run stopped are in the trace as unfinished).
 Goodput = requests meeting the SLA / simulated span (the span of the throughput, first arrival to the end
 of the run), in requests per second; attainment = the fraction of *all* requests that meet a limit. This is
 the per-run "request goodput" of vLLM's serving benchmark (``vllm/benchmarks/serve.py``, ``--goodput
@@ -103,7 +103,7 @@ class Trace:
         """One trace for several instances that served one workload (:mod:`ringlab.serving.disagg`): ``requests``
         are the per-request rows as the system saw them (the :attr:`requests` keys), ``parts`` the instances'
         finished traces. Their events and steps are merged in time order, counters are summed, and the pool is
-        the parts' pools together. The prefix-cache lookups are summed when each request was served by one part
+        the parts' pools together; the run is truncated, or livelocked, when a part is (the first one's reason). The prefix-cache lookups are summed when each request was served by one part
         (colocated instances); else (a disaggregated request is looked up on two instances) the hit rate is None."""
         first = parts[0] if parts else None
         out = cls(sum(p.num_blocks for p in parts), first.block_size if first else 1)
@@ -121,6 +121,11 @@ class Trace:
             out.prefix_cache_hits += p.prefix_cache_hits
             out.copies += p.copies
         out.end_s = max((p.end_s for p in parts), default=0.0)
+        # a part that stopped early or cycled makes the whole run so (a goodput search must not count it as met)
+        cut = [(i, p.truncated) for i, p in enumerate(parts) if p.truncated]
+        if cut:
+            out.truncated = f"instance {cut[0][0]} of {len(parts)}: {cut[0][1]}"
+        out.livelock = next((p.livelock for p in parts if p.livelock), None)
         lookups = [p.prefix_cache_lookups for p in parts]
         if parts and None not in lookups and sum(len(p.requests) for p in parts) == len(out.requests):
             out.prefix_cache_lookups = sum(lookups)

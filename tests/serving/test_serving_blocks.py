@@ -198,7 +198,7 @@ def test_invariant_check_catches_a_leak_and_a_wrong_ref_count():
 @given(st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=20), min_size=1, max_size=6),
        st.integers(1, 5))
 def test_blocks_needed_predicts_allocate_exactly(prompts, block_size):
-    bm = BlockManager(64, block_size)
+    bm = BlockManager(128, block_size)  # room for all of them: 6 prompts of at most 20 tokens
     bm.allocate("warm", prompts[0])
     bm.free("warm")  # some cached free blocks in play
     predicted = bm.blocks_needed(prompts)

@@ -31,6 +31,27 @@ def test_a_run_cut_at_the_step_cap_is_marked_truncated():
     assert "TRUNCATED" in trace.summary()
 
 
+def test_a_truncated_run_counts_every_request_and_so_do_combined_runs():
+    # requests that never arrived before the cap are unfinished rows, not missing ones; a colocated or
+    # disaggregated run with an instance cut short is truncated as a whole (a goodput search must not pass it),
+    # and a decode instance cut before some requests arrive no longer loses them (it raised KeyError)
+    from ringlab.serving.disagg import colocated, disaggregated
+    from ringlab.serving.goodput import meets_p99
+    from ringlab.topology import get_cluster
+
+    requests, trace = _run(40)
+    statuses = {r["request_id"]: r["status"] for r in trace.requests}
+    assert sorted(statuses) == sorted(r.request_id for r in requests)
+    assert trace.metrics()["unfinished"] == sum(s == "unfinished" for s in statuses.values()) > 0
+    config = SchedulerConfig(max_steps=40)
+    both = colocated(requests, 2, num_blocks=2000, config=config).metrics(sla_ttft=100.0, sla_tpot=100.0)
+    assert both["truncated"] and both["truncated_reason"].startswith("instance 0 of 2: stopped at max_steps=40")
+    split = disaggregated(requests, 1, 1, get_cluster("dgx-h100"), num_blocks=2000, config=config)
+    assert sorted(r["request_id"] for r in split.requests) == sorted(r.request_id for r in requests)
+    m = split.trace.metrics(sla_ttft=100.0, sla_tpot=100.0)
+    assert m["truncated"] and not meets_p99(m, 100.0, 100.0)
+
+
 def test_a_complete_run_is_not_truncated():
     requests, trace = _run(1_000_000)
     m = trace.metrics()
