@@ -103,8 +103,9 @@ class Trace:
         """One trace for several instances that served one workload (:mod:`ringlab.serving.disagg`): ``requests``
         are the per-request rows as the system saw them (the :attr:`requests` keys), ``parts`` the instances'
         finished traces. Their events and steps are merged in time order, counters are summed, and the pool is
-        the parts' pools together; the run is truncated, or livelocked, when a part is (the first one's reason). The prefix-cache lookups are summed when each request was served by one part
-        (colocated instances); else (a disaggregated request is looked up on two instances) the hit rate is None."""
+        the parts' pools together; the run is truncated, or livelocked, when a part is (the first one's reason).
+        The prefix-cache lookups are summed when each request was served by one part (colocated instances); else
+        (a disaggregated request is looked up on two instances) the hit rate is None."""
         first = parts[0] if parts else None
         out = cls(sum(p.num_blocks for p in parts), first.block_size if first else 1)
         out.requests = list(requests)
