@@ -426,12 +426,11 @@ class BlockManager:
                              f"got {len(extra_keys)}")
         # cached keys whose free block the batch already took; keys the batch itself would register
         batch = (set(), set()) if len(token_lists) > 1 else None
-        return sum(self._look_up(tokens, *self._prompt_keys(tokens, extra), batch, need_only=True)[2]
+        return sum(self._look_up(tokens, *self._prompt_keys(tokens, extra), batch)[2]
                    for tokens, extra in zip(token_lists, extra_keys))
 
     def _look_up(self, tokens: Sequence, keys: list, partial: int, distinct: bool,
-                 batch: tuple[set, set] | None = None,
-                 need_only: bool = False) -> tuple[list, list[bool] | None, int, list | None]:
+                 batch: tuple[set, set] | None = None) -> tuple[list, list[bool], int, list | None]:
         """One prompt, given its chain ``keys``, ``partial`` block and whether the keys are all ``distinct``
         (:meth:`_prompt_keys`): its full blocks' keys within the window (a new list), which of them it would
         share (module docstring, per policy), the free blocks it would take (:meth:`blocks_needed`), and the blocks
@@ -439,8 +438,8 @@ class BlockManager:
 
         ``batch``: None for a prompt alone, else the sets ``(drawn, added)`` of the batch so far, updated here:
         cached free keys it already took (not counted again) and keys it registers (counted as cached).
-        ``need_only``: the hits may be returned as None (:meth:`blocks_needed` counts only). Fourth: the cached
-        block of each key (None: a miss) when the bulk count ran, else None (:meth:`_fill_in_bulk` reuses it)."""
+        Fourth: the cached block of each key (None: a miss) when the bulk count ran, else None
+        (:meth:`_fill_in_bulk` reuses it)."""
         keys = keys[self._skipped(len(tokens)):]
         if not self.enable_prefix_caching:
             return keys, [False] * len(keys), partial + len(keys), None
@@ -457,7 +456,7 @@ class BlockManager:
             held = [ref[block] for block in found if block is not None]  # the hits' reference counts
             if batch is not None:
                 drawn.update(key for key, block in zip(keys, found) if block is not None and not ref[block])
-            hits = None if need_only else [block is not None for block in found]
+            hits = [block is not None for block in found]
             return keys, hits, partial + len(found) - len(held) + held.count(0), found
         hits = [block is not None or key in added for key, block in zip(keys, found)]
         if self._v1:
@@ -892,12 +891,7 @@ class BlockManager:
         self._lru.remove(block)
 
     def _take(self) -> int:
-        """A block for new content (caller checked there is one): :meth:`_take_many` of one, a plain free block
-        taken at once (a decode's new block, one per ``block_size`` tokens of each sequence)."""
-        if self._free:
-            block = self._free.popleft()
-            self._ref[block] = 1
-            return block
+        """A block for new content (caller checked there is one): :meth:`_take_many` of one."""
         return self._take_many(1)[0]
 
     def _take_many(self, count: int) -> list[int]:
