@@ -24,7 +24,8 @@ JSONL, or a bundled excerpt by name (``azure-conv``, ``azure-code``, ``mooncake-
 replays its first N requests.
 
 Exit codes: 0 every request was simulated to its end (finished or rejected, or a livelock was found);
-2 a usage error; 3 the run stopped at its step cap (1,000,000 steps) before serving every request:
+2 a usage error; 3 the run stopped at its step cap before serving every request (the tokens the requests
+ask for plus 1,000,000 steps, which a run without preemptions never reaches):
 the numbers describe a partial run, the JSON says ``"truncated": true`` with the reason, and a
 warning goes to stderr.
 """

@@ -58,9 +58,10 @@ import bisect
 import gc
 import threading
 from collections import deque
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 
 
 from ringlab.calc.models import get_model
@@ -91,7 +92,8 @@ class SchedulerConfig:
     the pool admission leaves free (vLLM's default is 0.01); ``swap_bandwidth``: host link bytes/s per
     direction, None (the default) for the hardware preset's ``host_link_bandwidth`` (nominal; pass e.g.
     25e9 for what pinned copies reach over PCIe Gen4);
-    ``max_steps``: a guard that stops the run; ``prefix_policy``: which free block the allocator recycles,
+    ``max_steps``: a guard that stops the run (the trace says it was truncated), None (the default) for
+    :func:`step_limit` of the requests, which a run that never preempts cannot reach; ``prefix_policy``: which free block the allocator recycles,
     ``"uncached-first"`` or vLLM v1's single LRU queue ``"vllm-v1"`` (:data:`ringlab.serving.blocks.POLICIES`);
     ``max_model_len``: the longest sequence (prompt + output tokens) the engine serves, None (the default) for the
     model's context, its config.json ``max_position_embeddings`` (where vLLM's default ``max_model_len`` comes
@@ -108,7 +110,7 @@ class SchedulerConfig:
     reserve_decode: bool = True
     watermark: float = 0.01
     swap_bandwidth: float | None = None
-    max_steps: int = 1_000_000
+    max_steps: int | None = None
     prefix_policy: str = "uncached-first"
     max_model_len: int | None = None
 
@@ -117,7 +119,8 @@ class SchedulerConfig:
             raise ValueError(f"max_num_batched_tokens={self.max_num_batched_tokens:,} is above {MAX_BATCHED_TOKENS:,}: "
                              "step times are tabulated per batch size up front (vLLM's defaults are 2,048 to 16,384)")
         positive_int(self.max_num_seqs, "max_num_seqs")
-        positive_int(self.max_steps, "max_steps")
+        if self.max_steps is not None:
+            positive_int(self.max_steps, "max_steps")
         if self.max_model_len is not None:
             positive_int(self.max_model_len, "max_model_len")
         for name in ("chunked_prefill", "reserve_decode"):
@@ -155,6 +158,19 @@ def over_context(request: Request, model, max_model_len: int | None = None) -> s
     return f"prompt {len(request.prompt):,} + output {request.max_new_tokens:,} tokens exceed {source}={limit:,}"
 
 
+STEP_LIMIT_SLACK = 1_000_000  # steps :func:`step_limit` adds for recomputed tokens and steps that compute none
+
+
+def step_limit(requests: Iterable[Request]) -> int:
+    """The default ``max_steps`` of a run of ``requests``: the tokens they ask the engine to compute
+    (``prompt + n * max_new_tokens`` each) plus :data:`STEP_LIMIT_SLACK`. A step that schedules anything computes
+    at least one token (a decode, or a prefill chunk), and a prompt is computed once for all its samples, so a
+    run without preemptions ends within that many steps: a trace is never cut short for being long (one
+    decode instance serving a whole trace one request at a time takes a step per output token). The slack is
+    for preemptions, whose recomputed tokens the count leaves out."""
+    return STEP_LIMIT_SLACK + sum(len(r.prompt) + r.n * r.max_new_tokens for r in requests)
+
+
 _gc_lock = threading.Lock()
 _gc_runs = [0, None]  # runs inside _rare_collections now, and the thresholds to restore when none is left
 
@@ -180,10 +196,59 @@ def _rare_collections():
                 gc.set_threshold(*_gc_runs[1])
 
 
+class _Tokens(Sequence):
+    """A sample's token ids once admitted: its request's prompt as given (a tuple or a HashedPrompt, not copied:
+    a trace's prompts reach 100k tokens, and listing each admitted one cost a tenth of a replay), then the
+    tokens generated, ``out``, a list that grows at the end and is only ever cut back to a longer length."""
+
+    __slots__ = ("prompt", "out", "_p")
+    __hash__ = None  # it grows: never a dict key (the allocator lists an unhashable prompt for its memo)
+
+    def __init__(self, prompt: Sequence, out: Sequence = ()):
+        self.prompt, self.out, self._p = prompt, list(out), len(prompt)
+
+    def __len__(self) -> int:
+        return self._p + len(self.out)
+
+    def __iter__(self):
+        return chain(self.prompt, self.out)
+
+    def __getitem__(self, index):
+        p, n = self._p, self._p + len(self.out)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if step != 1:
+                return list(self)[index]
+            if start >= p:  # within the generated tokens: what a decode reads
+                return self.out[start - p:max(stop, start) - p]  # (a negative stop would count from the end)
+            return [*self.prompt[start:min(stop, p)], *self.out[:max(stop - p, 0)]]
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"token index {index} out of range for {n} tokens")
+        return self.out[i - p] if i >= p else self.prompt[i]
+
+    def last(self) -> int:
+        """The last token (a decode's input)."""
+        return self.out[-1] if self.out else self.prompt[-1]
+
+    def append(self, token: int) -> None:
+        self.out.append(token)
+
+    def extend(self, tokens) -> None:
+        self.out.extend(tokens)
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` tokens (at least the prompt)."""
+        del self.out[length - self._p:]
+
+    def copy(self) -> _Tokens:
+        return _Tokens(self.prompt, self.out)
+
+
 @dataclass(eq=False)
 class _Group:
     """A request in the engine. Per live sample: token ids (prompt + generated: the request's prompt object until
-    first admitted, a list from then on), tokens generated, and while prefilling the tokens with KV;
+    first admitted, a :class:`_Tokens` from then on), tokens generated, and while prefilling the tokens with KV;
     ``slotted``: samples whose last token already has its slot."""
 
     request: Request
@@ -264,6 +329,7 @@ class Scheduler:
         pending = deque(sorted(requests, key=lambda r: (r.arrival_s, r.request_id)))
         if len({r.request_id for r in pending}) != len(pending):
             raise ValueError("request ids must be unique")
+        self.max_steps = self.config.max_steps or step_limit(pending)
         self.trace = Trace(self.blocks.num_blocks, self.blocks.block_size)
         self.waiting: deque[_Group] = deque()
         self.running: list[_Group] = []  # kept oldest first
@@ -281,7 +347,7 @@ class Scheduler:
                 self.now = pending[0].arrival_s
                 continue
             step = self.trace.num_steps
-            if step == self.config.max_steps:
+            if step == self.max_steps:
                 self.trace.event(step, self.now, "step limit", None, f"stopped after max_steps={step}")
                 left = len(pending) + len(self.waiting) + len(self.running) + len(self.swapped)
                 self.trace.truncated = (f"stopped at max_steps={step:,} with {left:,} request(s) not done; "
@@ -385,7 +451,7 @@ class Scheduler:
         while sample not in group.slotted:
             try:
                 self.blocks.hold(seq, self._extra(len(group.tokens[sample])))
-                self.blocks.append_token(seq, group.tokens[sample][-1])
+                self.blocks.append_token(seq, group.tokens[sample].last())
                 group.slotted.add(sample)
             except OutOfBlocksError:
                 victim = self._victim(group)
@@ -517,8 +583,8 @@ class Scheduler:
             for sample, tokens in group.tokens.items():
                 hits = self.blocks.prefix_cache_hits
                 self.blocks.allocate((group.rid, sample), tokens)
-                if type(tokens) is not list:  # a fresh prompt: its samples' lists grow from here
-                    group.tokens[sample] = list(tokens)
+                if type(tokens) is not _Tokens:  # a fresh prompt: its samples grow from here
+                    group.tokens[sample] = _Tokens(tokens)
                 self.blocks.hold((group.rid, sample), (group.request.n if fresh else 1) * self._extra(len(tokens)))
                 cached = (self.blocks.prefix_cache_hits - hits) * self.blocks.block_size
                 # the last token is always computed
@@ -603,7 +669,7 @@ class Scheduler:
             for child in range(1, request.n):  # parallel sampling: children share the prompt's blocks
                 self.blocks.fork((group.rid, 0), (group.rid, child))
                 self.blocks.hold((group.rid, child), extra)
-                group.tokens[child], group.generated[child] = list(group.tokens[0]), 0
+                group.tokens[child], group.generated[child] = group.tokens[0].copy(), 0
                 samples.append(child)
         for sample in samples:
             tokens = group.tokens[sample]
@@ -664,7 +730,7 @@ class Scheduler:
                 watch = self._block_contents(head)
         seqs = [(g, sample, tokens) for g in running for sample, tokens in g.tokens.items()]
         lengths = [len(tokens) for _, _, tokens in seqs]
-        span = min(MAX_SPAN_STEPS, cfg.max_steps - step,
+        span = min(MAX_SPAN_STEPS, self.max_steps - step,
                    min(g.request.max_new_tokens - done for g in running for done in g.generated.values()))
         starts, ends = self._span_clock(width, lengths, span, next_arrival)
         span = len(starts)
@@ -690,6 +756,8 @@ class Scheduler:
             tokens.extend(map(sampled_token, repeat(g.rid, span), repeat(sample, span),
                               range(lengths[i], lengths[i] + span)))
         done, free_after = [0] * len(seqs), []  # span tokens each allocator list has; free blocks per step
+        # where in its generated tokens each sequence's next append is (a decoding sample has sampled one)
+        bases = [n - 1 - len(tokens.prompt) for n, (_, _, tokens) in zip(lengths, seqs)]
         append, extend = self.blocks.append_token, self.blocks.extend_within_block
         recheck = False  # a step let the head in, maybe
         for (k, i), took in sorted(events.items()):
@@ -697,25 +765,25 @@ class Scheduler:
                 break
             if k > len(free_after):  # step len(free_after) is complete
                 if recheck and not self._refused(head):
-                    return self._hand_over(step, seqs, lengths, done, free_after, starts, ends)
+                    return self._hand_over(step, seqs, lengths, bases, done, free_after, starts, ends)
                 recheck = False
                 free_after += [self.blocks.num_free_blocks] * (k - len(free_after))
             g, sample, tokens = seqs[i]
-            base = lengths[i] - 1
+            out, base = tokens.out, bases[i]
             if done[i] < k:
-                extend((g.rid, sample), tokens[base + done[i]:base + k])
+                extend((g.rid, sample), out[base + done[i]:base + k])
             before = self.blocks.num_free_blocks
-            append((g.rid, sample), tokens[base + k])
+            append((g.rid, sample), out[base + k])
             done[i] = k + 1
-            if watch is not None and (self.blocks.num_free_blocks > before - took or (base + k + 1) % bs == 0
-                                      and block_content(tuple(tokens[base + k + 1 - bs:base + k + 1])) in watch):
+            if watch is not None and (self.blocks.num_free_blocks > before - took or (lengths[i] + k) % bs == 0
+                                      and block_content(tuple(tokens[lengths[i] + k - bs:lengths[i] + k])) in watch):
                 recheck = True
         if recheck and not self._refused(head):
-            return self._hand_over(step, seqs, lengths, done, free_after, starts, ends)
+            return self._hand_over(step, seqs, lengths, bases, done, free_after, starts, ends)
         free_after += [self.blocks.num_free_blocks] * (span - len(free_after))
         for i, (g, sample, tokens) in enumerate(seqs):
             if done[i] < span:
-                extend((g.rid, sample), tokens[lengths[i] - 1 + done[i]:lengths[i] - 1 + span])
+                extend((g.rid, sample), tokens.out[bases[i] + done[i]:bases[i] + span])
         before, now = len(running), ends[span - 1]
         self._advance(step, seqs, span, starts, ends)
         for g in list(running):
@@ -729,9 +797,9 @@ class Scheduler:
                 self.trace.event(self.step_id, now, "finish", g.rid, f"{g.output_tokens} tokens")
         free_after[-1] = self.blocks.num_free_blocks
         waiting = len(self.waiting)
-        for k in range(span):
-            self.trace.step(starts[k], ends[k], width, 0, 0, before if k < span - 1 else len(running), waiting, 0,
-                            free_after[k])
+        self.trace.steps_from(zip(starts[:span], ends, repeat(width), repeat(0), repeat(0),
+                                  chain(repeat(before, span - 1), (len(running),)), repeat(waiting), repeat(0),
+                                  free_after))
         return span
 
     def _block_contents(self, group: _Group) -> set:
@@ -753,20 +821,19 @@ class Scheduler:
         self.outputs += len(seqs) * steps
         self.step_id, self.now = step + steps - 1, ends[steps - 1] if steps else self.now
 
-    def _hand_over(self, step: int, seqs: list, lengths: list, done: list, free_after: list, starts: list,
-                   ends: list) -> int:
+    def _hand_over(self, step: int, seqs: list, lengths: list, bases: list, done: list, free_after: list,
+                   starts: list, ends: list) -> int:
         """End a span at step ``k = len(free_after)``, whose decode appends are made and after which the waiting
         head would be admitted: record steps before ``k``, then finish step ``k`` as :meth:`_step` would after
         :meth:`_schedule_running` (swap-in, admission, the batch). Returns the steps run, ``k + 1``."""
         k, cfg = len(free_after), self.config
         for i, (g, sample, tokens) in enumerate(seqs):
-            base = lengths[i] - 1
             if done[i] <= k:
-                self.blocks.extend_within_block((g.rid, sample), tokens[base + done[i]:base + k + 1])
-            del tokens[lengths[i] + k:]  # step k's token is sampled by the reference below
+                self.blocks.extend_within_block((g.rid, sample), tokens.out[bases[i] + done[i]:bases[i] + k + 1])
+            tokens.truncate(lengths[i] + k)  # step k's token is sampled by the reference below
         self._advance(step, seqs, k, starts, ends)
-        for j in range(k):
-            self.trace.step(starts[j], ends[j], len(seqs), 0, 0, len(self.running), len(self.waiting), 0, free_after[j])
+        self.trace.steps_from(zip(starts[:k], ends, repeat(len(seqs)), repeat(0), repeat(0), repeat(len(self.running)),
+                                  repeat(len(self.waiting)), repeat(0), free_after))
         self.step_id, self.extra_s, self.wasted = step + k, 0.0, 0
         self.batch_decode, self.batch_prefill = [(g, sample) for g, sample, _ in seqs], []
         self.tokens_left = cfg.max_num_batched_tokens - len(seqs)

@@ -27,7 +27,10 @@ rate is given when no request was preempted, else None (and None with prefix cac
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -69,7 +72,7 @@ class Trace:
     def __init__(self, num_blocks: int, block_size: int):
         self.num_blocks, self.block_size = num_blocks, block_size
         self.events: list[Event] = []
-        self._rows: list[tuple] = []
+        self._flat = array("d")  # the step rows end to end: 72 bytes a step (a run can take millions of steps)
         self.livelock: tuple[int, int] | None = None
         self.truncated: str | None = None  # why the run stopped before serving every request (max_steps)
         self.preemptions = {"recompute": 0, "swap": 0}
@@ -96,7 +99,11 @@ class Trace:
 
     def step(self, *row) -> None:
         """Append one step's row, its values in the order of :data:`STEP_FIELDS`."""
-        self._rows.append(row)
+        self._flat.extend(row)
+
+    def steps_from(self, rows: Iterable[tuple]) -> None:
+        """Append several steps' rows (each as :meth:`step` takes one), in step order."""
+        self._flat.extend(chain.from_iterable(rows))
 
     @classmethod
     def combined(cls, requests: list[dict], parts: list[Trace]) -> Trace:
@@ -109,10 +116,11 @@ class Trace:
         first = parts[0] if parts else None
         out = cls(sum(p.num_blocks for p in parts), first.block_size if first else 1)
         out.requests = list(requests)
-        out._rows = sorted((row for p in parts for row in p._rows), key=lambda row: row[0])
         out.steps = {name: np.concatenate([p.steps[name] for p in parts])[np.argsort(
             np.concatenate([p.steps["start_s"] for p in parts]), kind="stable")] for name in STEP_FIELDS} \
             if parts else {}
+        if parts:
+            out._flat = array("d", np.column_stack([out.steps[name] for name in STEP_FIELDS]).astype(float).tobytes())
         out.events = sorted((e for p in parts for e in p.events), key=lambda e: e.time_s)
         for p in parts:
             for mode, count in p.preemptions.items():
@@ -134,8 +142,9 @@ class Trace:
 
     def finish(self, groups: list, blocks, end_s: float) -> None:
         """Freeze the log: step arrays, per-request rows and the allocator's counters."""
-        # one float table, then typed columns: the counts are far below 2**53, so exact in a float
-        table = np.array(self._rows, dtype=float).reshape(len(self._rows), len(STEP_FIELDS))
+        # one float table (a view of the rows), then typed columns (copies, so the view goes): the counts are
+        # far below 2**53, so exact in a float
+        table = np.frombuffer(self._flat, dtype=float).reshape(self.num_steps, len(STEP_FIELDS))
         self.steps = {name: table[:, j].astype(float if name.endswith("_s") else np.int64)
                       for j, name in enumerate(STEP_FIELDS)}
         self.prefix_cache_hits, self.copies, self.end_s = blocks.prefix_cache_hits, blocks.copies, end_s
@@ -159,7 +168,7 @@ class Trace:
 
     @property
     def num_steps(self) -> int:
-        return len(self._rows)
+        return len(self._flat) // len(STEP_FIELDS)
 
     def count(self, status: str) -> int:
         """Requests with ``status`` (finished, unfinished or rejected)."""

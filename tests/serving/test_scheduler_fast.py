@@ -11,14 +11,14 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ringlab.calc.models import get_model
 from ringlab.serving import Request, SchedulerConfig, StepCost
 from ringlab.serving.blocks import POLICIES, BlockManager, cache_layout
-from ringlab.serving.requests import sampled_token
-from ringlab.serving.scheduler import Scheduler
+from ringlab.serving.requests import HashedPrompt, sampled_token
+from ringlab.serving.scheduler import Scheduler, _Tokens
 
 SMALL_WINDOW = dataclasses.replace(get_model("mistral-7b"), sliding_window=24, name="mistral-7b-window-24")
 
@@ -85,6 +85,27 @@ def test_the_fast_path_gives_the_reference_trace(load, seed, block_size, blocks,
     caching = caching and not windowed  # a window has no prefix caching
     fast, _ = _run(requests, True, model, blocks, block_size, config, caching)
     slow, _ = _run(requests, False, model, blocks, block_size, config, caching)
+    _same(fast, slow)
+
+
+@settings(max_examples=40, deadline=None)
+@given(load=LOAD, seed=st.integers(0, 2**16), blocks=st.integers(12, 120), chunked=st.booleans(),
+       preemption=st.sampled_from(["recompute", "swap"]), policy=st.sampled_from(POLICIES))
+def test_hashed_prompts_take_the_fast_path_the_same_way(load, seed, blocks, chunked, preemption, policy):
+    # a trace's prompts (HashedPrompt, kept as given by an admitted sample): hash blocks of 8 tokens from a few
+    # ids, so prompts share blocks, a waiting head's block can be filled by a decode, and blocks straddle the
+    # end of a prompt and the start of its output
+    rng = np.random.default_rng(seed)
+    requests, now = [], 0.0
+    for i, (gap, prompt, output, n_index, shared) in enumerate(load):
+        now += gap
+        ids = tuple(int(h) for h in rng.integers(0, 4, size=-(-prompt // 8)))
+        ids = ((0, 1) + ids)[:len(ids)] if shared else ids
+        requests.append(Request(i, now, HashedPrompt(prompt, ids, 8), output, (1, 1, 2, 3)[n_index]))
+    config = SchedulerConfig(max_num_batched_tokens=64, chunked_prefill=chunked, preemption=preemption,
+                             swap_bandwidth=25e9, prefix_policy=policy)
+    fast, _ = _run(requests, True, "llama-2-7b", blocks, 4, config, True)
+    slow, _ = _run(requests, False, "llama-2-7b", blocks, 4, config, True)
     _same(fast, slow)
 
 
@@ -225,3 +246,45 @@ def test_a_sequence_s_blocks_are_its_table_and_extra_blocks(model):
         layout = cache_layout(model, block_size, "bf16")
         for tokens in [1, 2, 15, 16, 17, 127, 128, 129, 4095, 4096, 4097, 9000]:
             assert layout.blocks(tokens) == layout.table_blocks(tokens) + layout.extra_blocks(tokens)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prompt=st.one_of(st.lists(st.integers(0, 50), min_size=1, max_size=12).map(tuple),
+                        st.tuples(st.integers(1, 20), st.integers(1, 4)).flatmap(
+                            lambda lb: st.lists(st.integers(0, 9), min_size=-(-lb[0] // lb[1]),
+                                                max_size=-(-lb[0] // lb[1])).map(
+                                lambda ids: HashedPrompt(lb[0], ids, lb[1])))),
+       ops=st.lists(st.one_of(st.tuples(st.just("append"), st.integers(0, 99)),
+                              st.tuples(st.just("extend"), st.lists(st.integers(0, 99), max_size=5)),
+                              st.tuples(st.just("truncate"), st.integers(0, 10)),
+                              st.tuples(st.just("copy"), st.none())), max_size=12),
+       cuts=st.lists(st.tuples(st.integers(-30, 30) | st.none(), st.integers(-30, 30) | st.none(),
+                               st.sampled_from([None, 1, 2, -1])), max_size=6))
+@example(prompt=(0,), ops=[("append", 0), ("append", 0)], cuts=[(1, 0, None)])  # an empty slice past the prompt
+def test_a_samples_tokens_read_as_the_list_of_its_prompt_and_output(prompt, ops, cuts):
+    # an admitted sample keeps its prompt object and lists only its output (a long prompt is never listed)
+    tokens, model = _Tokens(prompt), list(prompt)
+    for op, arg in ops:
+        if op == "append":
+            tokens.append(arg)
+            model.append(arg)
+        elif op == "extend":
+            tokens.extend(arg)
+            model.extend(arg)
+        elif op == "truncate":  # cut back, never into the prompt
+            keep = len(prompt) + min(arg, len(model) - len(prompt))
+            tokens.truncate(keep)
+            del model[keep:]
+        else:
+            copy = tokens.copy()
+            copy.append(-1)  # the copy's output is its own
+            assert len(copy) == len(tokens) + 1 and copy.prompt is tokens.prompt
+    assert len(tokens) == len(model) and list(tokens) == model and tokens.last() == model[-1]
+    assert [tokens[i] for i in range(-len(model), len(model))] == model + model
+    for start, stop, step in cuts:
+        assert list(tokens[start:stop:step]) == model[start:stop:step]
+    for bad in (len(model), -len(model) - 1):
+        with pytest.raises(IndexError):
+            tokens[bad]
+    with pytest.raises(TypeError):
+        hash(tokens)

@@ -7,6 +7,8 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ringlab.calc import get_hardware, get_model
 from ringlab.cli import main as cli_main
@@ -14,7 +16,8 @@ from ringlab.commands import serve_sim
 from ringlab.serving import SchedulerConfig, poisson_requests
 from ringlab.serving.blocks import BlockManager, block_bytes
 from ringlab.serving.requests import MAX_TRACE_TOKENS
-from ringlab.serving.scheduler import Scheduler
+from ringlab.serving.requests import HashedPrompt, Request
+from ringlab.serving.scheduler import STEP_LIMIT_SLACK, Scheduler, step_limit
 
 
 def _run(max_steps: int):
@@ -58,6 +61,36 @@ def test_a_complete_run_is_not_truncated():
     assert m["truncated"] is False and m["truncated_reason"] is None
     assert m["finished"] + m["rejected"] == len(requests)
     assert "TRUNCATED" not in trace.summary()
+
+
+def test_the_default_step_limit_is_the_requested_tokens_plus_the_slack():
+    requests = [Request(0, 0.0, (5, 6, 7), 4), Request(1, 0.5, (1,) * 10, 3, n=2),
+                Request(2, 1.0, HashedPrompt(1200, (9, 8, 7)), 1)]
+    assert step_limit(requests) == STEP_LIMIT_SLACK + (3 + 4) + (10 + 2 * 3) + (1200 + 1)
+    assert step_limit([]) == STEP_LIMIT_SLACK
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes=st.lists(st.tuples(st.integers(1, 120), st.integers(1, 40), st.integers(1, 3),
+                                 st.floats(0, 0.05)), min_size=1, max_size=10),
+       chunked=st.booleans(), budget=st.sampled_from([8, 64, 2048]), seqs=st.sampled_from([1, 3, 256]),
+       fast=st.booleans(), prefilled=st.booleans())
+def test_a_run_without_preemptions_ends_within_its_requested_tokens(shapes, chunked, budget, seqs, fast, prefilled):
+    # the claim behind the default guard: every step that schedules anything computes at least one token, so
+    # a run that never preempts ends within sum(prompt + n * max_new_tokens) steps, however low its rate
+    if prefilled:
+        shapes = [(p, o, 1, t) for p, o, _, t in shapes]  # a decode instance refuses n > 1
+    arrival, requests = 0.0, []
+    for i, (prompt, output, n, gap) in enumerate(shapes):
+        arrival += gap
+        requests.append(Request(i, arrival, tuple(range(i * 1000, i * 1000 + prompt)), output, n=n))
+    tokens = step_limit(requests) - STEP_LIMIT_SLACK
+    config = SchedulerConfig(chunked_prefill=chunked, max_num_batched_tokens=budget, max_num_seqs=seqs,
+                             max_steps=tokens)
+    trace = Scheduler("llama-2-7b", "h100-sxm", 4000, config=config, fast=fast, prefilled=prefilled).run(requests)
+    assert trace.preempted_blocks == 0 and sum(trace.preemptions.values()) == 0
+    assert trace.truncated is None and trace.num_steps <= tokens
+    assert trace.count("finished") + trace.count("rejected") == len(requests)
 
 
 @pytest.fixture

@@ -255,14 +255,16 @@ def test_mooncake_requests_share_the_blocks_their_ids_share():
 
 def test_waiting_requests_hold_their_prompt_not_a_token_list():
     # 40 prompts of 50k tokens arrive at once into a pool that serves one at a time: the 39 waiting keep their
-    # HashedPrompt (a few ints), so memory follows the engine's batch, not the trace; the admitted one a list
+    # HashedPrompt (a few ints), so memory follows the engine's batch, not the trace; the admitted one keeps it
+    # too, with the tokens generated after it
     requests = [Request(i, 0.0, HashedPrompt(50_000, range(100 * i, 100 * i + 98), 512), 4) for i in range(40)]
     sched = Scheduler("llama-3.1-8b", "h100-sxm", 3_300, 16, SchedulerConfig(chunked_prefill=True, max_steps=3))
     trace = sched.run(requests)
     assert trace.truncated and len(sched.waiting) == 39 and len(sched.running) == 1
     assert all(g.tokens[0] is g.request.prompt for g in sched.waiting)
     running = sched.running[0]
-    assert type(running.tokens[0]) is list and running.tokens[0] == list(running.request.prompt)
+    tokens = running.tokens[0]
+    assert tokens.prompt is running.request.prompt and tokens.out == [] and len(tokens) == 50_000
 
 
 def test_trace_requests_guards():
