@@ -231,11 +231,14 @@ def block_content(tokens: tuple):
 def block_contents(prompt: Sequence, block_size: int) -> list:
     """:func:`block_content` of each full block of ``block_size`` tokens of ``prompt`` (a sequence of token ids),
     in order: ``len(prompt) // block_size`` ints or tuples. A HashedPrompt whose hash block holds whole blocks
-    gives them from its hash ids, without listing its tokens (every such block is consecutive ints)."""
+    gives those within its hashed tokens from its hash ids, without listing them (every such block is
+    consecutive ints); the blocks that reach into its tail come from its tokens."""
     full = len(prompt) // block_size
     if isinstance(prompt, HashedPrompt) and prompt.hash_block % block_size == 0:
         hash_block, offsets = prompt.hash_block, range(0, prompt.hash_block, block_size)
-        return [h * hash_block + o for h in prompt.hash_ids for o in offsets][:full]
+        hashed = min(full, prompt.hashed_length // block_size)
+        return [h * hash_block + o for h in prompt.hash_ids for o in offsets][:hashed] + [
+            block_content(prompt[i:i + block_size]) for i in range(hashed * block_size, full * block_size, block_size)]
     whole = prompt if type(prompt) is tuple else tuple(prompt)
     return [block_content(whole[i:i + block_size]) for i in range(0, full * block_size, block_size)]
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from ringlab.calc.kvcache import kv_cache_bytes
 from ringlab.serving.goodput import RateSearch, find_rate, time_scaled
-from ringlab.serving.requests import Request, sampled_token
+from ringlab.serving.requests import HashedPrompt, Request, sampled_token
 from ringlab.serving.scheduler import Scheduler, SchedulerConfig
 from ringlab.serving.trace import Trace
 from ringlab.topology import Cluster
@@ -169,7 +169,8 @@ def disaggregated(requests: list[Request], prefill_instances: int, decode_instan
         sent_at[rid] = end - ready
         r = by_id[rid]
         first_token = sampled_token(rid, 0, len(r.prompt))  # the token the prefill instance sampled
-        to_decode[dst].append(Request(rid, end, (*r.prompt, first_token), r.max_new_tokens - 1))
+        prompt = r.prompt.then((first_token,)) if isinstance(r.prompt, HashedPrompt) else (*r.prompt, first_token)
+        to_decode[dst].append(Request(rid, end, prompt, r.max_new_tokens - 1))  # a trace's prompt is not listed
     decode_traces = [_scheduler(model, hardware, num_blocks, block_size, config, dtype, tp, prefilled=True).run(batch)
                      if batch else None for batch in to_decode]
     decoded = _records(t for t in decode_traces if t is not None)

@@ -28,16 +28,17 @@ VOCAB_SIZE = 32_000  # Llama-2's vocabulary; token ids only need to be distinct,
 LENGTHS = ("fixed", "uniform", "exponential")
 MAX_REQUESTS = 1_000_000  # a trace is built in memory, one tuple of token ids per request
 MAX_MEAN_LEN = 1_000_000  # mean prompt or output tokens
-# Token ids a run holds: the trace's prompts, plus each sample's prompt and output twice (the engine's and
-# the block manager's lists), about 30-40 B each as Python ints in lists. 1e7 is about 400 MB, and about
-# the most the engine serves in a minute or two (it moves some 1e5 token ids a second).
+# Token ids a run holds: the trace's prompts (tuples the engine and the block manager keep as given), plus
+# each sample's output twice (the engine's and the block manager's lists), about 30-40 B each as Python ints.
+# 1e7 is about 400 MB, and about the most the engine serves in a minute or two (it moves some 1e5 token ids a
+# second).
 MAX_TRACE_TOKENS = 10_000_000
 
 
 def trace_tokens(requests: float, prompt_len: float, output_len: float, n: int = 1) -> float:
     """Expected token ids a simulation of ``requests`` requests holds at once at most: ``requests x (prompt_len +
-    2 n (prompt_len + output_len))`` (see :data:`MAX_TRACE_TOKENS`)."""
-    return requests * (prompt_len + 2 * n * (prompt_len + output_len))
+    2 n output_len)`` (see :data:`MAX_TRACE_TOKENS`)."""
+    return requests * (prompt_len + 2 * n * output_len)
 
 
 @dataclass(frozen=True)
@@ -71,18 +72,29 @@ class HashedPrompt(Sequence):
     Identical hash IDs indicate reusable prefix KV cache blocks"). The ids stand for content; they are not
     ids of any vocabulary (they reach ``max(hash_ids) * hash_block + hash_block - 1``).
 
+    ``tail``: token ids (ints) that follow the ``length`` hashed tokens, given one by one: the prompt a decode
+    instance of disaggregated serving receives is the trace's prompt and the first token the prefill instance
+    sampled (:meth:`then`). ``len`` counts both.
+
     An immutable sequence of ints held as its hash ids: ``len``, iteration (at C speed, over one ``range``
     per block), indexing, slicing (a tuple), and ``==`` and ``hash`` by token content. The block allocator keys
     its blocks from these tokens as from any other prompt's (one scheme, so a request preempted and recomputed
     from its token list finds its own blocks again), and a scheduler keeps the HashedPrompt, not a token list,
-    while the request waits. Raises TypeError/ValueError naming the bad argument.
+    while the request waits and once admitted. Raises TypeError/ValueError naming the bad argument.
     """
 
-    __slots__ = ("_length", "_ids", "_block", "_hash")
+    __slots__ = ("_length", "_ids", "_block", "_hash", "_tail")
 
-    def __init__(self, length: int, hash_ids, hash_block: int = 512):
-        self._length = positive_int(length, "length")
+    def __init__(self, length: int, hash_ids, hash_block: int = 512, tail: Sequence[int] = ()):
+        self._length = positive_int(length, "length")  # the hashed tokens; the tail follows them
         self._block = positive_int(hash_block, "hash_block")
+        tail = tuple(tail)
+        if any(isinstance(t, bool) for t in tail):
+            raise TypeError(f"tail must hold integer token ids, got a bool in {tail!r:.80}")
+        try:
+            self._tail = tuple(map(operator.index, tail))
+        except TypeError:
+            raise TypeError(f"tail must hold integer token ids, got {tail!r:.80}") from None
         ids = tuple(hash_ids)
         if any(isinstance(h, bool) for h in ids):
             raise TypeError(f"hash_ids must be integers >= 0, got a bool in {ids!r:.80}")
@@ -109,17 +121,35 @@ class HashedPrompt(Sequence):
         """Tokens per hash id."""
         return self._block
 
+    @property
+    def hashed_length(self) -> int:
+        """Tokens given by the hash ids (the rest is :attr:`tail`)."""
+        return self._length
+
+    @property
+    def tail(self) -> tuple[int, ...]:
+        """Token ids after the hashed ones."""
+        return self._tail
+
+    def then(self, tokens: Sequence[int]) -> HashedPrompt:
+        """This prompt followed by ``tokens`` (ints), still held as hash ids."""
+        return HashedPrompt(self._length, self._ids, self._block, self._tail + tuple(tokens))
+
     def _token(self, i: int) -> int:
-        """Token ``i`` (0 <= i < len): the one formula of the class."""
+        """Token ``i`` (0 <= i < len): the one formula of the class, then the tail."""
+        if i >= self._length:
+            return self._tail[i - self._length]
         return self._ids[i // self._block] * self._block + i % self._block
 
     def _ranges(self, start: int, stop: int) -> list[range]:
-        """Tokens ``start`` .. ``stop - 1`` (0 <= start < stop <= len) as one range per hash block they touch."""
-        hb, out = self._block, []
-        for first in range(start - start % hb, stop, hb):  # within a hash block, tokens are consecutive
-            lo, hi = max(start, first), min(stop, first + hb)
+        """Tokens ``start`` .. ``stop - 1`` (0 <= start < stop <= len) as one range per hash block they touch,
+        then one per tail token."""
+        hb, out, hashed = self._block, [], min(stop, self._length)
+        for first in range(start - start % hb, hashed, hb):  # within a hash block, tokens are consecutive
+            lo, hi = max(start, first), min(hashed, first + hb)
             t = self._token(lo)
             out.append(range(t, t + hi - lo))
+        out += (range(t, t + 1) for t in self._tail[max(start - self._length, 0):max(stop - self._length, 0)])
         return out
 
     def _runs(self, start: int, stop: int) -> tuple[range, ...]:
@@ -133,37 +163,39 @@ class HashedPrompt(Sequence):
         return tuple(runs)
 
     def __len__(self) -> int:
-        return self._length
+        return self._length + len(self._tail)
 
     def __iter__(self):
-        return itertools.chain.from_iterable(self._ranges(0, self._length))
+        return itertools.chain.from_iterable(self._ranges(0, len(self)))
 
     def __getitem__(self, index):
+        n = len(self)
         if isinstance(index, slice):
-            start, stop, step = index.indices(self._length)
+            start, stop, step = index.indices(n)
             if step != 1:
                 return tuple(self)[index]
             return tuple(itertools.chain.from_iterable(self._ranges(start, stop))) if start < stop else ()
         i = operator.index(index)
-        i += self._length if i < 0 else 0
-        if not 0 <= i < self._length:
-            raise IndexError(f"token index {index} out of range for a prompt of {self._length} tokens")
+        i += n if i < 0 else 0
+        if not 0 <= i < n:
+            raise IndexError(f"token index {index} out of range for a prompt of {n} tokens")
         return self._token(i)
 
     def __eq__(self, other):
         if not isinstance(other, HashedPrompt):
             return NotImplemented
-        return self._length == other._length and self._runs(0, self._length) == other._runs(0, other._length)
+        return len(self) == len(other) and self._runs(0, len(self)) == other._runs(0, len(other))
 
     def __hash__(self) -> int:
         if self._hash is None:
-            self._hash = hash(self._runs(0, self._length))
+            self._hash = hash(self._runs(0, len(self)))
         return self._hash
 
     def __repr__(self) -> str:
         ids = self.hash_ids if len(self.hash_ids) <= 6 else f"({', '.join(map(str, self.hash_ids[:3]))}, ... " \
             f"{len(self.hash_ids) - 3} more)"
-        return f"HashedPrompt(length={self._length}, hash_ids={ids}, hash_block={self.hash_block})"
+        tail = f", tail={self._tail}" if self._tail else ""
+        return f"HashedPrompt(length={self._length}, hash_ids={ids}, hash_block={self.hash_block}{tail})"
 
 
 def sampled_token(request_id: int, sample: int, position: int) -> int:

@@ -72,7 +72,9 @@ class Trace:
     def __init__(self, num_blocks: int, block_size: int):
         self.num_blocks, self.block_size = num_blocks, block_size
         self.events: list[Event] = []
-        self._flat = array("d")  # the step rows end to end: 72 bytes a step (a run can take millions of steps)
+        # the step rows end to end while the run goes (72 bytes a step: a run can take millions); None once
+        # :meth:`finish` has made them :attr:`steps`
+        self._flat: array | None = array("d")
         self.livelock: tuple[int, int] | None = None
         self.truncated: str | None = None  # why the run stopped before serving every request (max_steps)
         self.preemptions = {"recompute": 0, "swap": 0}
@@ -116,11 +118,10 @@ class Trace:
         first = parts[0] if parts else None
         out = cls(sum(p.num_blocks for p in parts), first.block_size if first else 1)
         out.requests = list(requests)
-        out.steps = {name: np.concatenate([p.steps[name] for p in parts])[np.argsort(
-            np.concatenate([p.steps["start_s"] for p in parts]), kind="stable")] for name in STEP_FIELDS} \
-            if parts else {}
-        if parts:
-            out._flat = array("d", np.column_stack([out.steps[name] for name in STEP_FIELDS]).astype(float).tobytes())
+        if parts:  # the parts' steps in time order (a stable sort: ties keep the parts' order)
+            order = np.argsort(np.concatenate([p.steps["start_s"] for p in parts]), kind="stable")
+            out.steps = {name: np.concatenate([p.steps[name] for p in parts])[order] for name in STEP_FIELDS}
+            out._flat = None
         out.events = sorted((e for p in parts for e in p.events), key=lambda e: e.time_s)
         for p in parts:
             for mode, count in p.preemptions.items():
@@ -147,6 +148,8 @@ class Trace:
         table = np.frombuffer(self._flat, dtype=float).reshape(self.num_steps, len(STEP_FIELDS))
         self.steps = {name: table[:, j].astype(float if name.endswith("_s") else np.int64)
                       for j, name in enumerate(STEP_FIELDS)}
+        del table
+        self._flat = None  # the rows live on in the columns only: a run of millions of steps holds them once
         self.prefix_cache_hits, self.copies, self.end_s = blocks.prefix_cache_hits, blocks.copies, end_s
         for g in sorted(groups, key=lambda g: g.rid):
             r = g.request
@@ -168,7 +171,7 @@ class Trace:
 
     @property
     def num_steps(self) -> int:
-        return len(self._flat) // len(STEP_FIELDS)
+        return len(self.steps["start_s"]) if self._flat is None else len(self._flat) // len(STEP_FIELDS)
 
     def count(self, status: str) -> int:
         """Requests with ``status`` (finished, unfinished or rejected)."""

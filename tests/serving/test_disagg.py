@@ -3,11 +3,16 @@ request followed by hand through both roles, conservation over random workloads,
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ringlab.serving import Request, Scheduler, StepCost
+from ringlab.serving import HashedPrompt, Request, Scheduler, SchedulerConfig, StepCost, load_trace, trace_requests
+from ringlab.serving.goodput import time_scaled
+from ringlab.serving.trace import STEP_FIELDS
+from ringlab.serving.traces import trace_path
+from ringlab.serving import disagg
 from ringlab.serving.disagg import best_split, colocated, disaggregated, kv_transfer_s, network_rate, placement
 from ringlab.topology import get_cluster
 
@@ -77,6 +82,34 @@ def test_every_request_is_served_once_with_all_its_tokens(shapes, p, d):
         assert (row["transfer_s"] is None) == (r.max_new_tokens == 1)
     decoded = sorted(x["request_id"] for t in run.decode for x in t.requests)
     assert decoded == sorted(r.request_id for r in reqs if r.max_new_tokens > 1)
+
+
+def test_a_trace_s_prompts_are_served_as_their_token_lists_are(monkeypatch):
+    # a decode instance gets a HashedPrompt with the first token as its tail, not a tuple of every token: the
+    # same requests with listed prompts (the plain path) give the same rows, steps and events on both roles
+    decoded = []  # the prompts the decode instances get
+
+    class Spy(Scheduler):
+        def run(self, requests):
+            if self.prefilled:
+                decoded.extend(r.prompt for r in requests)
+            return super().run(requests)
+
+    monkeypatch.setattr(disagg, "Scheduler", Spy)
+    hashed = time_scaled(trace_requests(load_trace(trace_path("mooncake-conv"), limit=40)))(20.0)
+    listed = [Request(r.request_id, r.arrival_s, tuple(r.prompt), r.max_new_tokens) for r in hashed]
+    a, b = (disaggregated(reqs, 2, 2, DGX, "llama-3.1-8b", num_blocks=4000, config=SchedulerConfig(chunked_prefill=True))
+            for reqs in (hashed, listed))
+    assert a.requests == b.requests
+    statuses = [row["status"] for row in a.requests]
+    assert statuses.count("finished") >= 35 and statuses.count("finished") + statuses.count("rejected") == 40
+    for x, y in zip(a.prefill + a.decode, b.prefill + b.decode):
+        assert x.requests == y.requests and x.events == y.events and x.prefix_cache_hits == y.prefix_cache_hits
+        assert all(np.array_equal(x.steps[name], y.steps[name]) for name in STEP_FIELDS)
+    assert sum(t.prefix_cache_hits for t in a.prefill) > 0  # the excerpt shares prefixes
+    half = len(decoded) // 2
+    assert all(type(p) is HashedPrompt and len(p.tail) == 1 for p in decoded[:half])
+    assert [tuple(p) for p in decoded[:half]] == decoded[half:]
 
 
 def test_one_colocated_instance_is_the_plain_scheduler():

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ringlab.commands.serve_sim import build_parser, main
 from ringlab.serving import HashedPrompt, Request, SchedulerConfig, TraceRequest, load_trace, simulate, trace_requests
-from ringlab.serving.blocks import POLICIES, BlockManager
+from ringlab.serving.blocks import POLICIES, BlockManager, block_contents
 from ringlab.serving.scheduler import Scheduler
 from ringlab.serving.traces import (BUNDLED, DATA_DIR, MAX_LENGTH, MAX_TRACE_HASH_IDS, detect_format, iter_trace,
                                    trace_path)
@@ -165,14 +165,19 @@ def prompts(draw):
     hash_block = draw(st.integers(1, 6))
     length = draw(st.integers(1, 30))
     ids = draw(st.lists(st.integers(0, 3), min_size=-(-length // hash_block), max_size=-(-length // hash_block)))
-    return HashedPrompt(length, ids, hash_block), _oracle(length, ids, hash_block)
+    tail = tuple(draw(st.lists(st.integers(0, 24), max_size=4)))  # small ids: a tail may continue a run
+    if draw(st.booleans()):  # the same prompt built in two steps, as a decode instance's is
+        return HashedPrompt(length, ids, hash_block).then(tail), _oracle(length, ids, hash_block) + tail
+    return HashedPrompt(length, ids, hash_block, tail), _oracle(length, ids, hash_block) + tail
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(prompts(), st.integers(-35, 35), st.integers(-35, 35), st.sampled_from([None, 1, 2, -1, 3]))
 def test_hashed_prompt_is_the_sequence_of_its_formula(pair, start, stop, step):
     prompt, tokens = pair
     assert len(prompt) == len(tokens) and tuple(prompt) == tokens and list(prompt) == list(tokens)
+    for block_size in range(1, 9):  # the allocator's contents, from hash ids where it can, as from the tokens
+        assert block_contents(prompt, block_size) == block_contents(tokens, block_size)
     assert [prompt[i] for i in range(-len(tokens), len(tokens))] == [tokens[i] for i in range(-len(tokens), len(tokens))]
     assert prompt[start:stop:step] == tokens[start:stop:step]
     assert prompt[start:stop] == tokens[start:stop]
@@ -218,6 +223,8 @@ def test_equal_hash_ids_give_equal_tokens_across_prompts():
     ((10, [1.5]), TypeError, "hash_ids must be integers"),
     ((10, [True]), TypeError, "bool"),
     ((10.5, [1]), TypeError, "length"),
+    ((10, [1], 512, [1.5]), TypeError, "tail must hold integer token ids"),
+    ((10, [1], 512, [False]), TypeError, "tail .* bool"),
 ])
 def test_hashed_prompt_refuses_bad_arguments(args, error, match):
     with pytest.raises(error, match=match):
