@@ -450,17 +450,20 @@ class BlockManager:
         cap = (len(tokens) - 1) // self.block_size if self._v1 else len(keys)  # vllm-v1 recomputes the last token
         found = list(map(cached.get, keys))
         drawn, added = batch if batch is not None else (set(), set())
-        if distinct and not drawn and not added:  # the common case, in bulk: no key can count twice
-            if batch is not None:
-                added.update(key for key, block in zip(keys, found) if block is None)
+        if distinct:  # in bulk: no key of this prompt comes twice, so the batch's sets are read, then updated
+            hits = [block is not None or key in added for key, block in zip(keys, found)] if added else \
+                [block is not None for block in found]
+            if batch is not None:  # keys it registers: cached nowhere, the batch's included
+                added.update(key for key, block, hit in zip(keys, found, hits) if not hit)
             if self._v1:  # only the longest cached prefix
-                n = min(cap, found.index(None) if None in found else len(found))
+                n = min(cap, hits.index(False) if False in hits else len(hits))
+                hits[n:] = [False] * (len(hits) - n)
                 found[n:] = [None] * (len(found) - n)
-            held = [ref[block] for block in found if block is not None]  # the hits' reference counts
-            if batch is not None:
-                drawn.update(key for key, block in zip(keys, found) if block is not None and not ref[block])
-            hits = [block is not None for block in found]
-            return keys, hits, partial + len(found) - len(held) + held.count(0), found
+            # cached free blocks it takes out of the free pool, unless the batch already took them
+            taken = [key for key, block, hit in zip(keys, found, hits)
+                     if hit and block is not None and not ref[block] and key not in drawn]
+            drawn.update(taken)
+            return keys, hits, partial + hits.count(False) + len(taken), found
         hits = [block is not None or key in added for key, block in zip(keys, found)]
         if self._v1:
             n = min(cap, hits.index(False) if False in hits else len(hits))

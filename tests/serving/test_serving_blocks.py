@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, multiple, precondition, rule
 
 from ringlab.serving import BlockManager, InvariantError, OutOfBlocksError, block_bytes, pool_blocks
-from ringlab.serving.blocks import FreeQueue
+from ringlab.serving.blocks import POLICIES, FreeQueue
 
 
 def ceil_div(a, b):
@@ -195,13 +195,26 @@ def test_invariant_check_catches_a_leak_and_a_wrong_ref_count():
         bm.check_invariants()
 
 
-@given(st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=20), min_size=1, max_size=6),
-       st.integers(1, 5))
-def test_blocks_needed_predicts_allocate_exactly(prompts, block_size):
-    bm = BlockManager(128, block_size)  # room for all of them: 6 prompts of at most 20 tokens
-    bm.allocate("warm", prompts[0])
-    bm.free("warm")  # some cached free blocks in play
+PROMPTS = st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=20), min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(PROMPTS, PROMPTS, st.integers(1, 5), st.sampled_from(POLICIES))
+def test_blocks_needed_predicts_allocate_exactly(prompts, warm, block_size, policy):
+    # a batch of prompts that share blocks with each other (small alphabet), with held blocks and with cached
+    # free ones; the pool has room for all: 12 prompts of at most 20 tokens
+    bm = BlockManager(256, block_size, policy=policy)
+    for i, p in enumerate(warm):
+        bm.allocate(("warm", i), p)
+    for i in range(0, len(warm), 2):
+        bm.free(("warm", i))
     predicted = bm.blocks_needed(prompts)
+    batch = (set(), set()) if len(prompts) > 1 else None  # the one-key-at-a-time count agrees with the bulk one
+    looped = 0
+    for p in prompts:
+        keys, partial, _ = bm._prompt_keys(p, None)
+        looped += bm._look_up(p, keys, partial, False, batch)[2]
+    assert looped == predicted
     free = bm.num_free_blocks
     for i, p in enumerate(prompts):
         bm.allocate(i, p)
