@@ -72,7 +72,7 @@ class HashedPrompt(Sequence):
     Identical hash IDs indicate reusable prefix KV cache blocks"). The ids stand for content; they are not
     ids of any vocabulary (they reach ``max(hash_ids) * hash_block + hash_block - 1``).
 
-    ``tail``: token ids (ints) that follow the ``length`` hashed tokens, given one by one: the prompt a decode
+    ``tail``: token ids (ints) that follow the ``length`` hashed tokens, as they are: the prompt a decode
     instance of disaggregated serving receives is the trace's prompt and the first token the prefill instance
     sampled (:meth:`then`). ``len`` counts both.
 

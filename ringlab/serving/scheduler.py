@@ -93,8 +93,9 @@ class SchedulerConfig:
     direction, None (the default) for the hardware preset's ``host_link_bandwidth`` (nominal; pass e.g.
     25e9 for what pinned copies reach over PCIe Gen4);
     ``max_steps``: a guard that stops the run (the trace says it was truncated), None (the default) for
-    :func:`step_limit` of the requests, which a run that never preempts cannot reach; ``prefix_policy``: which free block the allocator recycles,
-    ``"uncached-first"`` or vLLM v1's single LRU queue ``"vllm-v1"`` (:data:`ringlab.serving.blocks.POLICIES`);
+    :func:`step_limit` of the requests, which a run that never preempts cannot reach; ``prefix_policy``: which
+    free block the allocator recycles, ``"uncached-first"`` or vLLM v1's single LRU queue ``"vllm-v1"``
+    (:data:`ringlab.serving.blocks.POLICIES`);
     ``max_model_len``: the longest sequence (prompt + output tokens) the engine serves, None (the default) for the
     model's context, its config.json ``max_position_embeddings`` (where vLLM's default ``max_model_len`` comes
     from), or no limit when the config has none. A request with ``prompt + max_new_tokens > max_model_len`` is
