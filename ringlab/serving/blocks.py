@@ -86,7 +86,7 @@ from collections.abc import Hashable, Sequence
 
 from ringlab.calc.kvcache import kv_cache_bytes, state_bytes_per_sequence
 from ringlab.calc.models import ModelConfig, get_model
-from ringlab.serving.requests import HashedPrompt
+from ringlab.serving.requests import HashedPrompt, SequenceTokens
 from ringlab.validation import positive_int
 
 
@@ -243,11 +243,10 @@ def block_contents(prompt: Sequence, block_size: int) -> list:
     return [block_content(whole[i:i + block_size]) for i in range(0, full * block_size, block_size)]
 
 
-def _chain(parent, tokens: tuple, extra=None) -> tuple:
-    """Key of a full block: its parent's hash (None for the first block), its own tokens (:func:`block_content`),
-    and the sequence's extra keys when it has any (vLLM's ``hash_block_tokens(parent, tokens, extra_keys)``)."""
-    head = None if parent is None else hash(parent)
-    content = block_content(tokens)
+def _chain(head, content, extra=None) -> tuple:
+    """Key of a full block: ``head``, its parent's key's hash (None for the first block), ``content``, its own
+    tokens (:func:`block_content`), and the sequence's extra keys when it has any (vLLM's
+    ``hash_block_tokens(parent_hash, tokens, extra_keys)``)."""
     return (head, content) if extra is None else (head, content, extra)
 
 
@@ -363,7 +362,7 @@ class BlockManager:
         self._cached: dict[tuple, int] = {}  # every registered key -> its earliest registered block
         self._twins: dict[tuple, list[int]] = {}  # vllm-v1: later blocks registered with the same key, in order
         self._tables: dict[Hashable, list[int | None]] = {}  # None: released, out of the window
-        self._tokens: dict[Hashable, tuple[Sequence, list]] = {}  # (prompt as given, tokens appended since)
+        self._tokens: dict[Hashable, SequenceTokens] = {}  # the prompt as given, then the tokens appended
         self._keys: dict[Hashable, list[tuple]] = {}  # chain keys of each sequence's full blocks
         self._salt: dict[Hashable, Hashable] = {}  # each sequence's extra keys (None: none)
         self.prefix_cache_hits = 0  # blocks found by key instead of filled again
@@ -400,8 +399,7 @@ class BlockManager:
     def tokens(self, seq_id) -> list:
         """Token ids held for ``seq_id`` (a copy)."""
         self._table(seq_id)
-        prompt, added = self._tokens[seq_id]
-        return list(prompt) + added
+        return list(self._tokens[seq_id])
 
     def cached_block_ids(self) -> list[int]:
         """Ids of the blocks that carry a key, held or free (findable by a later prompt), ascending."""
@@ -537,7 +535,7 @@ class BlockManager:
         table: list[int | None] = [None] * (len(all_keys) - len(keys))  # released past the window
         if not (distinct and not self._v1 and self._fill_in_bulk(table, keys, partial, found)):
             self._fill(table, keys, hits, partial)
-        self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id] = table, (prompt, []), list(all_keys)
+        self._tables[seq_id], self._tokens[seq_id], self._keys[seq_id] = table, SequenceTokens(prompt), list(all_keys)
         self._extra[seq_id], self._salt[seq_id] = [], extra_keys
         return list(table)
 
@@ -608,8 +606,8 @@ class BlockManager:
         its tokens), :class:`OutOfBlocksError` when a block is needed and none is free (the watermark does
         not apply: it exists for this growth). On every error the books are left unchanged.
         """
-        table, (prompt, added) = self._table(seq_id), self._tokens[seq_id]
-        length = len(prompt) + len(added)
+        table, tokens = self._table(seq_id), self._tokens[seq_id]
+        length = len(tokens)
         try:
             hash(token_id)
         except TypeError:
@@ -634,12 +632,12 @@ class BlockManager:
             copy = (src, dst)
             self.copies += 1
             self.pending_copies.append(copy)
-        added.append(token_id)
+        tokens.append(token_id)
         bs = self.block_size
         if (length + 1) % bs == 0:
             keys = self._keys[seq_id]
-            last = tuple(added[-bs:]) if len(added) >= bs else tuple(prompt[length + 1 - bs:]) + tuple(added)
-            key = _chain(keys[-1] if keys else None, last, self._salt[seq_id])
+            last = block_content(tuple(tokens[length + 1 - bs:]))
+            key = _chain(hash(keys[-1]) if keys else None, last, self._salt[seq_id])
             keys.append(key)
             twin = self._cached.get(key) if self.enable_prefix_caching and not self._v1 else None
             if twin is None:
@@ -659,13 +657,13 @@ class BlockManager:
         neither start a block, nor fill one, nor write into a block another table shares (a scheduler's bulk
         decode path: its other tokens go through :meth:`append_token`). Raises ValueError for an unknown id
         or for tokens that would do any of those (the books are left unchanged)."""
-        table, (prompt, added) = self._table(seq_id), self._tokens[seq_id]
-        length = len(prompt) + len(added)
+        table, tokens = self._table(seq_id), self._tokens[seq_id]
+        length = len(tokens)
         used = length % self.block_size
         if token_ids and (not used or used + len(token_ids) >= self.block_size or self._ref[table[-1]] != 1):
             raise ValueError(f"{len(token_ids)} tokens after {length} of sequence {seq_id!r} start, fill or "
                              "share a block: append them with append_token")
-        added.extend(token_ids)
+        tokens.extend(token_ids)
 
     def fork(self, parent_id, child_id) -> list[int]:
         """Make ``child_id`` a copy of ``parent_id`` sharing every block (ref counts + 1); return its table.
@@ -681,8 +679,7 @@ class BlockManager:
                 self._ref[block] += 1
         self._tables[child_id] = list(table)
         self._extra[child_id] = []
-        prompt, added = self._tokens[parent_id]
-        self._tokens[child_id] = (prompt, list(added))
+        self._tokens[child_id] = self._tokens[parent_id].copy()
         self._keys[child_id] = list(self._keys[parent_id])
         self._salt[child_id] = self._salt[parent_id]
         return list(table)
@@ -751,7 +748,7 @@ class BlockManager:
             fail("a block is listed twice among the free blocks")
         holders = [0] * self.num_blocks
         for seq_id, table in self._tables.items():
-            length = sum(map(len, self._tokens[seq_id]))
+            length = len(self._tokens[seq_id])
             expected = -(-length // self.block_size)
             if len(table) != expected:
                 fail(f"sequence {seq_id!r} holds {len(table)} blocks for {length} tokens, expected {expected}")
@@ -848,7 +845,7 @@ class BlockManager:
             keys, heads, head = [], [], None
             add_key, add_head = keys.append, heads.append  # (the loop runs once per block of a trace)
             for content in block_contents(memo[0], bs):
-                key = (head, content) if extra is None else (head, content, extra)
+                key = _chain(head, content, extra)
                 head = hash(key)
                 add_key(key)
                 add_head(head)

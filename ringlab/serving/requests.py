@@ -198,6 +198,60 @@ class HashedPrompt(Sequence):
         return f"HashedPrompt(length={self._length}, hash_ids={ids}, hash_block={self.hash_block}{tail})"
 
 
+class SequenceTokens(Sequence):
+    """A sequence's token ids as the engine and the block manager hold them: its ``prompt`` as given (a tuple or a
+    :class:`HashedPrompt`, not copied: a trace's prompts reach 100k tokens, and listing each admitted one cost a
+    tenth of a replay), then the tokens added since, ``out``, a list that grows at the end and is only ever cut
+    back to a longer length. Reads as the list ``list(prompt) + out``: ``len``, iteration, indexing, slicing (a
+    list); unhashable, since it grows."""
+
+    __slots__ = ("prompt", "out", "_p")
+    __hash__ = None  # it grows: never a dict key (the allocator lists an unhashable prompt for its memo)
+
+    def __init__(self, prompt: Sequence, out: Sequence = ()):
+        self.prompt, self.out, self._p = prompt, list(out), len(prompt)
+
+    def __len__(self) -> int:
+        return self._p + len(self.out)
+
+    def __iter__(self):
+        return itertools.chain(self.prompt, self.out)
+
+    def __getitem__(self, index):
+        p, n = self._p, self._p + len(self.out)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if step != 1:
+                return list(self)[index]
+            if start >= p:  # within the generated tokens: what a decode reads
+                return self.out[start - p:max(stop, start) - p]  # (a negative stop would count from the end)
+            return [*self.prompt[start:min(stop, p)], *self.out[:max(stop - p, 0)]]
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"token index {index} out of range for {n} tokens")
+        return self.out[i - p] if i >= p else self.prompt[i]
+
+    def last(self) -> int:
+        """The last token (a decode's input)."""
+        return self.out[-1] if self.out else self.prompt[-1]
+
+    def append(self, token: int) -> None:
+        """Add one token at the end."""
+        self.out.append(token)
+
+    def extend(self, tokens) -> None:
+        """Add ``tokens`` at the end."""
+        self.out.extend(tokens)
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` tokens (at least the prompt)."""
+        del self.out[length - self._p:]
+
+    def copy(self) -> SequenceTokens:
+        """Another sequence of the same tokens: the prompt shared, the added tokens a list of its own."""
+        return SequenceTokens(self.prompt, self.out)
+
+
 def sampled_token(request_id: int, sample: int, position: int) -> int:
     """The token a sample "generates" at ``position``: a fixed function of its arguments, different for
     different samples of one request (so forks diverge) and the same on every run."""

@@ -58,7 +58,7 @@ import bisect
 import gc
 import threading
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain, repeat
@@ -69,7 +69,7 @@ from ringlab.validation import check_number
 from ringlab.validation import positive_int
 from ringlab.serving.blocks import POLICIES, BlockManager, OutOfBlocksError, block_content, block_contents, cache_layout
 from ringlab.serving.cost import StepCost, host_link
-from ringlab.serving.requests import Request, sampled_token
+from ringlab.serving.requests import Request, SequenceTokens, sampled_token
 from ringlab.serving.trace import Trace
 
 PREEMPTION_MODES = ("recompute", "swap")
@@ -197,59 +197,10 @@ def _rare_collections():
                 gc.set_threshold(*_gc_runs[1])
 
 
-class _Tokens(Sequence):
-    """A sample's token ids once admitted: its request's prompt as given (a tuple or a HashedPrompt, not copied:
-    a trace's prompts reach 100k tokens, and listing each admitted one cost a tenth of a replay), then the
-    tokens generated, ``out``, a list that grows at the end and is only ever cut back to a longer length."""
-
-    __slots__ = ("prompt", "out", "_p")
-    __hash__ = None  # it grows: never a dict key (the allocator lists an unhashable prompt for its memo)
-
-    def __init__(self, prompt: Sequence, out: Sequence = ()):
-        self.prompt, self.out, self._p = prompt, list(out), len(prompt)
-
-    def __len__(self) -> int:
-        return self._p + len(self.out)
-
-    def __iter__(self):
-        return chain(self.prompt, self.out)
-
-    def __getitem__(self, index):
-        p, n = self._p, self._p + len(self.out)
-        if isinstance(index, slice):
-            start, stop, step = index.indices(n)
-            if step != 1:
-                return list(self)[index]
-            if start >= p:  # within the generated tokens: what a decode reads
-                return self.out[start - p:max(stop, start) - p]  # (a negative stop would count from the end)
-            return [*self.prompt[start:min(stop, p)], *self.out[:max(stop - p, 0)]]
-        i = index + n if index < 0 else index
-        if not 0 <= i < n:
-            raise IndexError(f"token index {index} out of range for {n} tokens")
-        return self.out[i - p] if i >= p else self.prompt[i]
-
-    def last(self) -> int:
-        """The last token (a decode's input)."""
-        return self.out[-1] if self.out else self.prompt[-1]
-
-    def append(self, token: int) -> None:
-        self.out.append(token)
-
-    def extend(self, tokens) -> None:
-        self.out.extend(tokens)
-
-    def truncate(self, length: int) -> None:
-        """Keep the first ``length`` tokens (at least the prompt)."""
-        del self.out[length - self._p:]
-
-    def copy(self) -> _Tokens:
-        return _Tokens(self.prompt, self.out)
-
-
 @dataclass(eq=False)
 class _Group:
     """A request in the engine. Per live sample: token ids (prompt + generated: the request's prompt object until
-    first admitted, a :class:`_Tokens` from then on), tokens generated, and while prefilling the tokens with KV;
+    first admitted, a :class:`SequenceTokens` from then on), tokens generated, and while prefilling the tokens with KV;
     ``slotted``: samples whose last token already has its slot."""
 
     request: Request
@@ -584,8 +535,8 @@ class Scheduler:
             for sample, tokens in group.tokens.items():
                 hits = self.blocks.prefix_cache_hits
                 self.blocks.allocate((group.rid, sample), tokens)
-                if type(tokens) is not _Tokens:  # a fresh prompt: its samples grow from here
-                    group.tokens[sample] = _Tokens(tokens)
+                if type(tokens) is not SequenceTokens:  # a fresh prompt: its samples grow from here
+                    group.tokens[sample] = SequenceTokens(tokens)
                 self.blocks.hold((group.rid, sample), (group.request.n if fresh else 1) * self._extra(len(tokens)))
                 cached = (self.blocks.prefix_cache_hits - hits) * self.blocks.block_size
                 # the last token is always computed

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from ringlab.calc.models import get_model
 from ringlab.serving import Request, SchedulerConfig, StepCost
 from ringlab.serving.blocks import POLICIES, BlockManager, cache_layout
-from ringlab.serving.requests import HashedPrompt, sampled_token
-from ringlab.serving.scheduler import Scheduler, _Tokens
+from ringlab.serving.requests import HashedPrompt, SequenceTokens, sampled_token
+from ringlab.serving.scheduler import Scheduler
 
 SMALL_WINDOW = dataclasses.replace(get_model("mistral-7b"), sliding_window=24, name="mistral-7b-window-24")
 
@@ -263,7 +263,7 @@ def test_a_sequence_s_blocks_are_its_table_and_extra_blocks(model):
 @example(prompt=(0,), ops=[("append", 0), ("append", 0)], cuts=[(1, 0, None)])  # an empty slice past the prompt
 def test_a_samples_tokens_read_as_the_list_of_its_prompt_and_output(prompt, ops, cuts):
     # an admitted sample keeps its prompt object and lists only its output (a long prompt is never listed)
-    tokens, model = _Tokens(prompt), list(prompt)
+    tokens, model = SequenceTokens(prompt), list(prompt)
     for op, arg in ops:
         if op == "append":
             tokens.append(arg)
